@@ -1,0 +1,1 @@
+//! LNet network drivers (LNDs).

@@ -1,0 +1,1475 @@
+//! Ping and push info: the buffer a node publishes about its NIs.
+//!
+//! A ping is an LNet GET on portal [`RESERVED_PORTAL`] with match bits
+//! [`PING_MATCHBITS`]; the REPLY carries the responder's ping info. A discovery push is a
+//! PUT to the same portal and match bits carrying the sender's own ping info. The layout,
+//! all scalars in sender order (a receiver that reads the magic as `0x676E6970` swaps every
+//! scalar; large NIDs are never swapped):
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic [`PING_MAGIC`] |
+//! | 4 | 4 | [`Features`] |
+//! | 8 | 4 | pid |
+//! | 12 | 4 | `nnis`: number of 16-byte nid4 entries that follow, 0@lo included |
+//! | 16 | 16 × nnis | `{u64 nid4, u32 status, u32 msg_size}`; entry 0 is 0@lo, its status is the sequence number and, when `LARGE_ADDR` is set, its `msg_size` is the byte size of header + nid4 entries + large entries |
+//! | … | | large entries (`LARGE_ADDR` only): `{u32 status, large NID}` cut to 4 + nid_size + 8 bytes rounded up to 4 (12 bytes for a 4-byte address, 24 for IPv6) |
+//! | … | | anything after: the LND metadata block (`METADATA`: `u32` count, count × 40 bytes) and slack, kept as opaque bytes |
+//!
+//! [`PingInfo::decode`] checks the layout only and never panics; [`PingInfo::validate`]
+//! applies the receiver checks that make a ping fail (`NI_STATUS` set, not too many
+//! entries, entry 0 is 0@lo). A payload shorter than the info it starts is
+//! [`PingError::Truncated`]: the kernel then pings again with a larger sink.
+//!
+//! [`PingInfo::encode`] writes little-endian. The 4th word of the nid4 entries (other than
+//! entry 0 with `LARGE_ADDR`) is unused: decoding ignores it and encoding writes 0, as the
+//! kernel does. Everything else round-trips exactly.
+
+use std::fmt;
+use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign};
+
+use crate::nid::{LndType, Nid, NidError, LARGE_NID_BYTES};
+
+/// `LNET_PROTO_PING_MAGIC` ("ping"; little-endian bytes `67 6e 69 70`).
+pub const PING_MAGIC: u32 = 0x7069_6E67;
+
+/// `LNET_PROTO_PING_MATCHBITS`: the match bits of ping GETs and push PUTs.
+pub const PING_MATCHBITS: u64 = 0x8000_0000_0000_0000;
+
+/// `LNET_RESERVED_PORTAL`: the portal of ping GETs and push PUTs.
+pub const RESERVED_PORTAL: u32 = 0;
+
+/// Bytes of the ping info header (magic, features, pid, nnis).
+pub const PING_INFO_HDR_SIZE: usize = 16;
+
+/// Bytes of one nid4 entry (`struct lnet_ni_status`).
+pub const NI_STATUS_SIZE: usize = 16;
+
+/// `LNET_INTERFACES_MIN`: the number of entries the smallest ping sink holds.
+pub const INTERFACES_MIN: u32 = 16;
+
+/// `LNET_PING_INFO_MIN_SIZE` = 16 + 16 × 16: the smallest sink a node pings with.
+pub const PING_INFO_MIN_SIZE: usize = PING_INFO_HDR_SIZE + NI_STATUS_SIZE * INTERFACES_MIN as usize;
+
+/// Default `lnet_interfaces_max` in 2.15 and 2.16: the most nid4 entries a receiver takes.
+pub const INTERFACES_MAX_DEFAULT_OLD: u32 = 200;
+
+/// Default `lnet_interfaces_max` in 2.17 and later (`LNET_INTERFACES_MAX_DEFAULT`).
+pub const INTERFACES_MAX_DEFAULT: u32 = 4096;
+
+/// Bytes of a large entry's status word.
+const LARGE_STATUS_SIZE: usize = 4;
+
+/// The set of feature bits in a ping info (`pi_features`). Unknown bits are kept.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Features(u32);
+
+impl Features {
+    /// No bit set.
+    pub const EMPTY: Features = Features(0);
+    /// Legacy "plain ping"; current nodes do not set it.
+    pub const BASE: Features = Features(0x01);
+    /// The entries carry NI status; receivers reject an info without it.
+    pub const NI_STATUS: Features = Features(0x02);
+    /// Routing (forwarding) is disabled on the node.
+    pub const RTE_DISABLED: Features = Features(0x04);
+    /// The node is Multi-Rail capable.
+    pub const MULTI_RAIL: Features = Features(0x08);
+    /// Discovery is enabled on the node.
+    pub const DISCOVERY: Features = Features(0x10);
+    /// Large-NID entries follow the nid4 entries (2.16+).
+    pub const LARGE_ADDR: Features = Features(0x20);
+    /// The primary NID is the first large entry (2.16+).
+    pub const PRIMARY_LARGE: Features = Features(0x40);
+    /// An LND metadata block follows the entries (2.17+).
+    pub const METADATA: Features = Features(0x80);
+    /// Every bit this implementation knows.
+    pub const ALL_KNOWN: Features = Features(0xFF);
+
+    const NAMES: [(Features, &'static str); 8] = [
+        (Features::BASE, "BASE"),
+        (Features::NI_STATUS, "NI_STATUS"),
+        (Features::RTE_DISABLED, "RTE_DISABLED"),
+        (Features::MULTI_RAIL, "MULTI_RAIL"),
+        (Features::DISCOVERY, "DISCOVERY"),
+        (Features::LARGE_ADDR, "LARGE_ADDR"),
+        (Features::PRIMARY_LARGE, "PRIMARY_LARGE"),
+        (Features::METADATA, "METADATA"),
+    ];
+
+    /// The features with exactly these bits, unknown ones included.
+    pub const fn from_bits(bits: u32) -> Features {
+        Features(bits)
+    }
+
+    /// The raw bits.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every bit of `other` is set.
+    pub const fn contains(self, other: Features) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether any bit of `other` is set.
+    pub const fn intersects(self, other: Features) -> bool {
+        self.0 & other.0 != 0
+    }
+
+    /// Whether no bit is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The bits of both.
+    pub const fn union(self, other: Features) -> Features {
+        Features(self.0 | other.0)
+    }
+
+    /// These bits without those of `other`.
+    pub const fn difference(self, other: Features) -> Features {
+        Features(self.0 & !other.0)
+    }
+
+    /// The bits this implementation has no name for.
+    pub const fn unknown(self) -> Features {
+        self.difference(Features::ALL_KNOWN)
+    }
+
+    /// Sets the bits of `other`.
+    pub fn insert(&mut self, other: Features) {
+        self.0 |= other.0;
+    }
+
+    /// Clears the bits of `other`.
+    pub fn remove(&mut self, other: Features) {
+        self.0 &= !other.0;
+    }
+
+    /// Sets or clears the bits of `other`.
+    pub fn set(&mut self, other: Features, on: bool) {
+        if on {
+            self.insert(other);
+        } else {
+            self.remove(other);
+        }
+    }
+}
+
+impl BitOr for Features {
+    type Output = Features;
+
+    fn bitor(self, rhs: Features) -> Features {
+        self.union(rhs)
+    }
+}
+
+impl BitOrAssign for Features {
+    fn bitor_assign(&mut self, rhs: Features) {
+        self.insert(rhs);
+    }
+}
+
+impl BitAnd for Features {
+    type Output = Features;
+
+    fn bitand(self, rhs: Features) -> Features {
+        Features(self.0 & rhs.0)
+    }
+}
+
+impl BitAndAssign for Features {
+    fn bitand_assign(&mut self, rhs: Features) {
+        self.0 &= rhs.0;
+    }
+}
+
+/// `NI_STATUS|MULTI_RAIL|DISCOVERY`, unknown bits in hex, `0` when empty.
+impl fmt::Display for Features {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return f.write_str("0");
+        }
+        let mut first = true;
+        let mut sep = |f: &mut fmt::Formatter<'_>| {
+            let r = if first { Ok(()) } else { f.write_str("|") };
+            first = false;
+            r
+        };
+        for (bit, name) in Features::NAMES {
+            if self.contains(bit) {
+                sep(f)?;
+                f.write_str(name)?;
+            }
+        }
+        let unknown = self.unknown();
+        if !unknown.is_empty() {
+            sep(f)?;
+            write!(f, "{:#x}", unknown.0)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Features {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Features({:#04x}: {self})", self.0)
+    }
+}
+
+/// The status word of a ping entry. Any value is kept; only three have a meaning.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct NiStatusValue(pub u32);
+
+impl NiStatusValue {
+    /// `LNET_NI_STATUS_UP`.
+    pub const UP: NiStatusValue = NiStatusValue(0x15AA_C0DE);
+    /// `LNET_NI_STATUS_DOWN`.
+    pub const DOWN: NiStatusValue = NiStatusValue(0xDEAD_FACE);
+    /// `LNET_NI_STATUS_INVALID`.
+    pub const INVALID: NiStatusValue = NiStatusValue(0);
+
+    /// Whether the NI is reported up. Receivers treat every other value as not up.
+    pub const fn is_up(self) -> bool {
+        self.0 == NiStatusValue::UP.0
+    }
+}
+
+impl fmt::Display for NiStatusValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            NiStatusValue::UP => f.write_str("up"),
+            NiStatusValue::DOWN => f.write_str("down"),
+            NiStatusValue::INVALID => f.write_str("invalid"),
+            NiStatusValue(other) => write!(f, "{other:#010x}"),
+        }
+    }
+}
+
+impl fmt::Debug for NiStatusValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NiStatusValue({self})")
+    }
+}
+
+/// A nid4 entry after entry 0: an NI and its status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NiStatus {
+    /// The NI's NID; it must have a 64-bit form.
+    pub nid: Nid,
+    /// Its status.
+    pub status: NiStatusValue,
+}
+
+impl NiStatus {
+    /// An entry with any status.
+    pub const fn new(nid: Nid, status: NiStatusValue) -> NiStatus {
+        NiStatus { nid, status }
+    }
+
+    /// An entry for an NI that is up.
+    pub const fn up(nid: Nid) -> NiStatus {
+        NiStatus::new(nid, NiStatusValue::UP)
+    }
+
+    /// An entry for an NI that is down.
+    pub const fn down(nid: Nid) -> NiStatus {
+        NiStatus::new(nid, NiStatusValue::DOWN)
+    }
+}
+
+/// A large entry (`LARGE_ADDR`): a status and a NID in the 20-byte form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LargeNiStatus {
+    /// Its status.
+    pub status: NiStatusValue,
+    /// The NI's NID (the kernel lists here the NIs that have no 64-bit form).
+    pub nid: Nid,
+}
+
+impl LargeNiStatus {
+    /// An entry with any status.
+    pub const fn new(nid: Nid, status: NiStatusValue) -> LargeNiStatus {
+        LargeNiStatus { status, nid }
+    }
+
+    /// Bytes of this entry on the wire: 4 + (nid_size + 8), rounded up to 4.
+    pub fn wire_len(&self) -> usize {
+        large_entry_len(self.nid.is_nid4())
+    }
+}
+
+/// Which entry of a ping info an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryIndex {
+    /// A nid4 entry; 0 is the 0@lo entry.
+    Nid4(usize),
+    /// A large entry, counted from the first one.
+    Large(usize),
+}
+
+impl fmt::Display for EntryIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EntryIndex::Nid4(i) => write!(f, "nid4 entry {i}"),
+            EntryIndex::Large(i) => write!(f, "large entry {i}"),
+        }
+    }
+}
+
+/// Errors from decoding, validating or encoding a ping info.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PingError {
+    /// The bytes stop before the end of the info their header announces. The kernel
+    /// treats this apart from the others: it pings again with a sink of `needed` bytes.
+    #[error("ping info truncated: needs {needed} bytes, got {got}")]
+    Truncated {
+        /// Bytes the info needs (as far as the bytes received tell).
+        needed: usize,
+        /// Bytes received.
+        got: usize,
+    },
+    /// The first word is not the ping magic in either byte order.
+    #[error("bad ping info magic {got:#010x}: expected {PING_MAGIC:#010x} in either byte order")]
+    BadMagic {
+        /// The first word, read little-endian.
+        got: u32,
+    },
+    /// `pi_nnis` is 0: there is not even the 0@lo entry that carries the sequence number.
+    #[error("ping info has no entries: expected at least the 0@lo entry")]
+    NoEntries,
+    /// `LARGE_ADDR` is set but entry 0's `msg_size` is not a multiple of 4 or is smaller
+    /// than the header and nid4 entries.
+    #[error("ping info msg_size {msg_size}: expected a multiple of 4 of at least {min}")]
+    BadMsgSize {
+        /// The `msg_size` received.
+        msg_size: u32,
+        /// Bytes of the header and the nid4 entries.
+        min: usize,
+    },
+    /// A large entry runs past the end given by `msg_size`.
+    #[error("large entry {index} at byte {offset} runs past the end of the info at byte {end}")]
+    LargeEntryOverrun {
+        /// Index of the large entry.
+        index: usize,
+        /// Byte offset of the entry.
+        offset: usize,
+        /// End of the info (`msg_size`).
+        end: usize,
+    },
+    /// An entry's NID cannot be decoded.
+    #[error("bad NID in ping info {entry}: {source}")]
+    BadNid {
+        /// The entry.
+        entry: EntryIndex,
+        /// Why the NID was refused.
+        #[source]
+        source: NidError,
+    },
+    /// An entry holds `LNET_NID_ANY` or a NID of the wildcard LND type.
+    #[error("ping info {entry} holds LNET_NID_ANY")]
+    AnyNid {
+        /// The entry.
+        entry: EntryIndex,
+    },
+    /// Validation: `NI_STATUS` is not set, so the entries carry no status.
+    #[error("ping info features {features} lack NI_STATUS")]
+    MissingNiStatus {
+        /// The features received.
+        features: Features,
+    },
+    /// Validation: more nid4 entries than `lnet_interfaces_max` allows.
+    #[error("ping info has {got} nid4 entries: at most {max} allowed")]
+    TooManyInterfaces {
+        /// The receiver's `lnet_interfaces_max`.
+        max: u32,
+        /// Entries in the info, 0@lo included.
+        got: usize,
+    },
+    /// Validation: entry 0 is not 0@lo.
+    #[error("ping info entry 0 is {got}: expected 0@lo")]
+    FirstNotLoopback {
+        /// The NID found in entry 0.
+        got: Nid,
+    },
+    /// Encoding: a nid4 entry holds a NID with no 64-bit form.
+    #[error("ping info {entry} holds {nid}, which has no 64-bit form: use a large entry")]
+    NotNid4 {
+        /// The entry.
+        entry: EntryIndex,
+        /// The NID.
+        nid: Nid,
+    },
+    /// Encoding: large entries without the `LARGE_ADDR` feature would be ignored.
+    #[error("ping info has {count} large entries but LARGE_ADDR is not set")]
+    LargeWithoutFeature {
+        /// Number of large entries.
+        count: usize,
+    },
+    /// Encoding: the info does not fit the 32-bit size fields.
+    #[error("ping info of {size} bytes does not fit its 32-bit size fields")]
+    TooLarge {
+        /// Bytes of the info.
+        size: usize,
+    },
+}
+
+impl PingError {
+    /// For [`PingError::Truncated`], the sink size to ping again with.
+    pub fn needs_bigger_sink(&self) -> Option<usize> {
+        match self {
+            PingError::Truncated { needed, .. } => Some(*needed),
+            _ => None,
+        }
+    }
+}
+
+/// A ping (or push) info.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingInfo {
+    /// `pi_features`.
+    pub features: Features,
+    /// `pi_pid`: the node's pid (12345 for kernel nodes).
+    pub pid: u32,
+    /// The NID of entry 0: 0@lo in every valid info ([`PingInfo::validate`] checks it).
+    pub lo_nid: Nid,
+    /// The status word of entry 0: the sequence number of the info, bumped each time the
+    /// node rebuilds it.
+    pub seqno: u32,
+    /// The nid4 entries after entry 0, in wire order (the primary NID first).
+    pub nis: Vec<NiStatus>,
+    /// The large entries (only with `LARGE_ADDR`).
+    pub large: Vec<LargeNiStatus>,
+    /// Whatever follows the entries, as received: the LND metadata block when `METADATA`
+    /// is set, and any slack after it. Never swapped, never interpreted.
+    pub metadata: Vec<u8>,
+}
+
+impl PingInfo {
+    /// An info with entry 0 = 0@lo carrying `seqno`, then `nis`; no large entries, no
+    /// metadata. `features` are written as given (a kernel router uses
+    /// `NI_STATUS | MULTI_RAIL | DISCOVERY`).
+    pub fn new(pid: u32, seqno: u32, features: Features, nis: Vec<NiStatus>) -> PingInfo {
+        PingInfo {
+            features,
+            pid,
+            lo_nid: Nid::LO_0,
+            seqno,
+            nis,
+            large: Vec::new(),
+            metadata: Vec::new(),
+        }
+    }
+
+    /// The same info with these large entries; sets `LARGE_ADDR` when there are any.
+    pub fn with_large(mut self, large: Vec<LargeNiStatus>) -> PingInfo {
+        if !large.is_empty() {
+            self.features.insert(Features::LARGE_ADDR);
+        }
+        self.large = large;
+        self
+    }
+
+    /// `pi_nnis`: the number of nid4 entries, 0@lo included.
+    pub fn nnis(&self) -> usize {
+        self.nis.len().saturating_add(1)
+    }
+
+    /// Bytes of the header, nid4 entries and large entries: what `msg_size` holds with
+    /// `LARGE_ADDR`, and the sink a pinger needs (without the metadata).
+    pub fn info_size(&self) -> usize {
+        let nid4 = NI_STATUS_SIZE.saturating_mul(self.nnis());
+        let large: usize = self.large.iter().map(LargeNiStatus::wire_len).sum();
+        PING_INFO_HDR_SIZE
+            .saturating_add(nid4)
+            .saturating_add(large)
+    }
+
+    /// Bytes [`PingInfo::encode`] writes: [`PingInfo::info_size`] plus the metadata.
+    pub fn encoded_len(&self) -> usize {
+        self.info_size().saturating_add(self.metadata.len())
+    }
+
+    /// Every NI listed after 0@lo, nid4 entries then large entries, with its status.
+    pub fn statuses(&self) -> impl Iterator<Item = (Nid, NiStatusValue)> + '_ {
+        self.nis
+            .iter()
+            .map(|n| (n.nid, n.status))
+            .chain(self.large.iter().map(|l| (l.nid, l.status)))
+    }
+
+    /// The status listed for `nid`, if the info lists it.
+    pub fn status_of(&self, nid: &Nid) -> Option<NiStatusValue> {
+        self.statuses().find(|(n, _)| n == nid).map(|(_, s)| s)
+    }
+
+    /// The receiver checks that make a ping fail: `NI_STATUS` set, at most
+    /// `max_interfaces` nid4 entries (`lnet_interfaces_max`: [`INTERFACES_MAX_DEFAULT`] or
+    /// [`INTERFACES_MAX_DEFAULT_OLD`]), entry 0 is 0@lo. (At least one entry is a layout
+    /// rule that [`PingInfo::decode`] already enforces.)
+    pub fn validate(&self, max_interfaces: u32) -> Result<(), PingError> {
+        if !self.features.contains(Features::NI_STATUS) {
+            return Err(PingError::MissingNiStatus {
+                features: self.features,
+            });
+        }
+        let nnis = self.nnis();
+        if u64::try_from(nnis).unwrap_or(u64::MAX) > u64::from(max_interfaces) {
+            return Err(PingError::TooManyInterfaces {
+                max: max_interfaces,
+                got: nnis,
+            });
+        }
+        if self.lo_nid != Nid::LO_0 {
+            return Err(PingError::FirstNotLoopback { got: self.lo_nid });
+        }
+        Ok(())
+    }
+
+    /// [`PingInfo::decode`] then [`PingInfo::validate`]: what a pinger does with a REPLY.
+    pub fn decode_validated(buf: &[u8], max_interfaces: u32) -> Result<PingInfo, PingError> {
+        let info = PingInfo::decode(buf)?;
+        info.validate(max_interfaces)?;
+        Ok(info)
+    }
+
+    /// The info's bytes, little-endian.
+    pub fn encode(&self) -> Result<Vec<u8>, PingError> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        self.encode_into(&mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the info's bytes (little-endian) to `out`. On error nothing is appended.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), PingError> {
+        let start = out.len();
+        let result = self.write(out, Order::Little);
+        if result.is_err() {
+            out.truncate(start);
+        }
+        result
+    }
+
+    fn write(&self, out: &mut Vec<u8>, order: Order) -> Result<(), PingError> {
+        let large_addr = self.features.contains(Features::LARGE_ADDR);
+        if !self.large.is_empty() && !large_addr {
+            return Err(PingError::LargeWithoutFeature {
+                count: self.large.len(),
+            });
+        }
+        let info_size = self.info_size();
+        let too_large = || PingError::TooLarge { size: info_size };
+        let nnis = u32::try_from(self.nnis()).map_err(|_| too_large())?;
+        let msg_size = u32::try_from(info_size).map_err(|_| too_large())?;
+        let msg_size = if large_addr { msg_size } else { 0 };
+
+        out.reserve(self.encoded_len());
+        order.put_u32(out, PING_MAGIC);
+        order.put_u32(out, self.features.bits());
+        order.put_u32(out, self.pid);
+        order.put_u32(out, nnis);
+
+        order.put_u64(out, nid4_for_wire(&self.lo_nid, 0)?);
+        order.put_u32(out, self.seqno);
+        order.put_u32(out, msg_size);
+        for (i, ni) in self.nis.iter().enumerate() {
+            order.put_u64(out, nid4_for_wire(&ni.nid, i.saturating_add(1))?);
+            order.put_u32(out, ni.status.0);
+            order.put_u32(out, 0);
+        }
+        for (i, entry) in self.large.iter().enumerate() {
+            if entry.nid.is_any() {
+                return Err(PingError::AnyNid {
+                    entry: EntryIndex::Large(i),
+                });
+            }
+            order.put_u32(out, entry.status.0);
+            let nid_len = entry.wire_len().saturating_sub(LARGE_STATUS_SIZE);
+            let bytes = entry.nid.to_large_bytes();
+            out.extend(bytes.iter().take(nid_len));
+        }
+        out.extend_from_slice(&self.metadata);
+        Ok(())
+    }
+
+    /// Decodes an info (a REPLY or PUSH payload) in either byte order. Checks the layout
+    /// only; see [`PingInfo::validate`] for the receiver checks.
+    ///
+    /// Bytes after the info (past `msg_size` with `LARGE_ADDR`, past the nid4 entries
+    /// otherwise) are kept in [`PingInfo::metadata`].
+    pub fn decode(buf: &[u8]) -> Result<PingInfo, PingError> {
+        let got = buf.len();
+        let truncated = |needed: usize| PingError::Truncated { needed, got };
+        let magic = array::<4>(buf, 0)
+            .map(u32::from_le_bytes)
+            .ok_or(truncated(PING_INFO_HDR_SIZE))?;
+        let order = if magic == PING_MAGIC {
+            Order::Little
+        } else if magic == PING_MAGIC.swap_bytes() {
+            Order::Big
+        } else {
+            return Err(PingError::BadMagic { got: magic });
+        };
+        if got < PING_INFO_HDR_SIZE {
+            return Err(truncated(PING_INFO_HDR_SIZE));
+        }
+        let rd = Reader { buf, order };
+        let features = Features(rd.u32(4)?);
+        let pid = rd.u32(8)?;
+        let nnis = rd.u32(12)?;
+        if nnis == 0 {
+            return Err(PingError::NoEntries);
+        }
+        let nid4_end = usize::try_from(
+            (PING_INFO_HDR_SIZE as u64).saturating_add((NI_STATUS_SIZE as u64) * u64::from(nnis)),
+        )
+        .unwrap_or(usize::MAX);
+        let large_addr = features.contains(Features::LARGE_ADDR);
+        let mut info_size = nid4_end;
+        if large_addr {
+            // Entry 0's msg_size, if the bytes reach it; without it the nid4 entries are
+            // already missing and the error below says how many bytes are needed.
+            if let Ok(msg_size) = rd.u32(PING_INFO_HDR_SIZE + 12) {
+                let size = usize::try_from(msg_size).unwrap_or(usize::MAX);
+                if msg_size % 4 != 0 || size < nid4_end {
+                    return Err(PingError::BadMsgSize {
+                        msg_size,
+                        min: nid4_end,
+                    });
+                }
+                info_size = size;
+            }
+        }
+        if got < info_size {
+            return Err(truncated(info_size));
+        }
+
+        let entries = buf
+            .get(PING_INFO_HDR_SIZE..nid4_end)
+            .ok_or(truncated(nid4_end))?;
+        let mut nid4s = entries.chunks_exact(NI_STATUS_SIZE).enumerate();
+        let (lo_nid, seqno) = match nid4s.next() {
+            Some((_, entry)) => decode_nid4_entry(entry, 0, order)?,
+            None => return Err(PingError::NoEntries),
+        };
+        let mut nis = Vec::with_capacity(entries.len() / NI_STATUS_SIZE);
+        for (i, entry) in nid4s {
+            let (nid, status) = decode_nid4_entry(entry, i, order)?;
+            nis.push(NiStatus::new(nid, NiStatusValue(status)));
+        }
+
+        let mut large = Vec::new();
+        let mut offset = nid4_end;
+        while offset < info_size {
+            let index = large.len();
+            let rest = buf.get(offset..info_size).unwrap_or_default();
+            let entry =
+                decode_large_entry(rest, index, order).ok_or(PingError::LargeEntryOverrun {
+                    index,
+                    offset,
+                    end: info_size,
+                })??;
+            offset = offset.saturating_add(entry.wire_len());
+            large.push(entry);
+        }
+
+        Ok(PingInfo {
+            features,
+            pid,
+            lo_nid,
+            seqno,
+            nis,
+            large,
+            metadata: buf.get(info_size..).unwrap_or_default().to_vec(),
+        })
+    }
+
+    #[cfg(test)]
+    fn encode_big_endian(&self) -> Result<Vec<u8>, PingError> {
+        let mut out = Vec::new();
+        self.write(&mut out, Order::Big)?;
+        Ok(out)
+    }
+}
+
+/// The 64-bit form of an entry's NID, refusing ANY and NIDs without one.
+fn nid4_for_wire(nid: &Nid, index: usize) -> Result<u64, PingError> {
+    let entry = EntryIndex::Nid4(index);
+    if nid.is_any() {
+        return Err(PingError::AnyNid { entry });
+    }
+    nid.to_nid4()
+        .map_err(|_| PingError::NotNid4 { entry, nid: *nid })
+}
+
+/// Bytes of a large entry: 4 + (nid_size + 8) rounded up to 4, where nid_size is 0 for a
+/// 4-byte address and 12 for a 16-byte one.
+fn large_entry_len(nid4: bool) -> usize {
+    if nid4 {
+        LARGE_STATUS_SIZE + 8
+    } else {
+        LARGE_STATUS_SIZE + LARGE_NID_BYTES
+    }
+}
+
+/// One 16-byte nid4 entry: its NID and status word (the 4th word is not read).
+fn decode_nid4_entry(entry: &[u8], index: usize, order: Order) -> Result<(Nid, u32), PingError> {
+    let at = EntryIndex::Nid4(index);
+    let short = || PingError::BadNid {
+        entry: at,
+        source: NidError::Truncated {
+            expected: NI_STATUS_SIZE,
+            got: entry.len(),
+        },
+    };
+    let raw = array::<8>(entry, 0)
+        .map(|b| order.u64(b))
+        .ok_or_else(short)?;
+    let status = array::<4>(entry, 8)
+        .map(|b| order.u32(b))
+        .ok_or_else(short)?;
+    let nid = Nid::from_nid4(raw).map_err(|source| PingError::BadNid { entry: at, source })?;
+    if nid.is_any() {
+        return Err(PingError::AnyNid { entry: at });
+    }
+    Ok((nid, status))
+}
+
+/// The large entry at the start of `rest` (which ends where the info ends); `None` when
+/// the entry does not fit.
+fn decode_large_entry(
+    rest: &[u8],
+    index: usize,
+    order: Order,
+) -> Option<Result<LargeNiStatus, PingError>> {
+    let at = EntryIndex::Large(index);
+    let status = NiStatusValue(order.u32(array::<4>(rest, 0)?));
+    let nid_size = *rest.get(LARGE_STATUS_SIZE)?;
+    let nid_type = *rest.get(LARGE_STATUS_SIZE + 1)?;
+    if nid_type == LndType::ANY.0 {
+        return Some(Err(PingError::AnyNid { entry: at }));
+    }
+    let len = (LARGE_STATUS_SIZE + usize::from(nid_size) + 8).next_multiple_of(4);
+    let nid_bytes = rest.get(LARGE_STATUS_SIZE..len)?;
+    let mut full = [0u8; LARGE_NID_BYTES];
+    for (dst, src) in full.iter_mut().zip(nid_bytes) {
+        *dst = *src;
+    }
+    Some(
+        Nid::from_large_bytes(&full)
+            .map(|nid| LargeNiStatus { status, nid })
+            .map_err(|source| PingError::BadNid { entry: at, source }),
+    )
+}
+
+/// The byte order an info was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Little,
+    Big,
+}
+
+impl Order {
+    fn u32(self, b: [u8; 4]) -> u32 {
+        match self {
+            Order::Little => u32::from_le_bytes(b),
+            Order::Big => u32::from_be_bytes(b),
+        }
+    }
+
+    fn u64(self, b: [u8; 8]) -> u64 {
+        match self {
+            Order::Little => u64::from_le_bytes(b),
+            Order::Big => u64::from_be_bytes(b),
+        }
+    }
+
+    fn put_u32(self, out: &mut Vec<u8>, v: u32) {
+        match self {
+            Order::Little => out.extend_from_slice(&v.to_le_bytes()),
+            Order::Big => out.extend_from_slice(&v.to_be_bytes()),
+        }
+    }
+
+    fn put_u64(self, out: &mut Vec<u8>, v: u64) {
+        match self {
+            Order::Little => out.extend_from_slice(&v.to_le_bytes()),
+            Order::Big => out.extend_from_slice(&v.to_be_bytes()),
+        }
+    }
+}
+
+/// Reads scalars of an info in its byte order; a read past the end is `Truncated`.
+struct Reader<'a> {
+    buf: &'a [u8],
+    order: Order,
+}
+
+impl Reader<'_> {
+    fn u32(&self, off: usize) -> Result<u32, PingError> {
+        array::<4>(self.buf, off)
+            .map(|b| self.order.u32(b))
+            .ok_or(PingError::Truncated {
+                needed: off.saturating_add(4),
+                got: self.buf.len(),
+            })
+    }
+}
+
+fn array<const N: usize>(buf: &[u8], off: usize) -> Option<[u8; N]> {
+    buf.get(off..off.checked_add(N)?)?.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nid::{Net, NidAddr, PID_LUSTRE};
+    use proptest::prelude::*;
+
+    fn nid(s: &str) -> Nid {
+        s.parse().unwrap()
+    }
+
+    /// Bytes from a hex dump as the spec prints it: optional `0060:` offsets, spaces,
+    /// newlines; anything after three spaces on a line is a comment.
+    fn dump(text: &str) -> Vec<u8> {
+        let mut hexits = String::new();
+        for line in text.lines() {
+            let line = line.trim_start().split("   ").next().unwrap_or("");
+            let line = match line.split_once(':') {
+                Some((_, rest)) => rest,
+                None => line,
+            };
+            hexits.extend(line.chars().filter(|c| !c.is_whitespace()));
+        }
+        hex::decode(hexits).unwrap()
+    }
+
+    /// Swaps an LE nid4-only info to big-endian field by field, without the encoder.
+    fn swap_nid4_info(le: &[u8]) -> Vec<u8> {
+        let mut be = le.to_vec();
+        for word in be[..16].chunks_exact_mut(4) {
+            word.reverse();
+        }
+        for entry in be[16..].chunks_exact_mut(16) {
+            entry[..8].reverse();
+            entry[8..12].reverse();
+            entry[12..16].reverse();
+        }
+        be
+    }
+
+    fn check_vector(bytes: &[u8], want: &PingInfo) {
+        let got = PingInfo::decode(bytes).unwrap();
+        assert_eq!(&got, want);
+        got.validate(INTERFACES_MAX_DEFAULT_OLD).unwrap();
+        assert_eq!(want.encode().unwrap(), bytes);
+        assert_eq!(want.encoded_len(), bytes.len());
+        let swapped = swap_nid4_info(bytes);
+        assert_ne!(swapped, bytes);
+        assert_eq!(&PingInfo::decode(&swapped).unwrap(), want);
+        assert_eq!(want.encode_big_endian().unwrap(), swapped);
+    }
+
+    /// Spec 7.3: the router's REPLY (ksock header, LNet header, 64-byte ping info).
+    const SPEC_7_3_REPLY: &str = "
+0000: c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00   ksock hdr (LNET)
+0010: 00 00 00 00 00 00 00 00 02 01 a8 c0 00 00 02 00   dest_nid 192.168.1.2@tcp
+0020: 01 01 a8 c0 00 00 02 00 39 30 00 00 39 30 00 00   src_nid 192.168.1.1@tcp, pids
+0030: 03 00 00 00 40 00 00 00 e4 d3 c2 b1 a0 f0 d6 17   type 3 (REPLY), payload 64, dst_wmd (echo)
+0040: 05 04 00 00 00 00 00 00 00 00 00 00 00 00 00 00   dst_wmd (echo), rest of union zero
+0050: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0060: 67 6e 69 70 1a 00 00 00 39 30 00 00 03 00 00 00   pi_magic, features 0x1A, pi_pid 12345, pi_nnis 3
+0070: 00 00 00 00 00 00 09 00 01 00 00 00 00 00 00 00   0@lo, seqno 1, msg_size 0
+0080: 01 01 a8 c0 00 00 02 00 de c0 aa 15 00 00 00 00   192.168.1.1@tcp UP
+0090: 01 00 00 0a 01 00 02 00 de c0 aa 15 00 00 00 00   10.0.0.1@tcp1 UP
+";
+
+    /// kernel-observations.md: kernel REPLY to our ping GET.
+    const KERNEL_REPLY: &str = "
+0000: c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0010: 00 00 00 00 00 00 00 00 02 00 00 0a 00 00 02 00
+0020: 01 00 00 0a 00 00 02 00 39 30 00 00 39 30 00 00
+0030: 03 00 00 00 30 00 00 00 e4 d3 c2 b1 a0 f0 d6 17
+0040: 05 04 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0050: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0060: 67 6e 69 70 1e 00 00 00 39 30 00 00 02 00 00 00
+0070: 00 00 00 00 00 00 09 00 02 00 00 00 00 00 00 00
+0080: 01 00 00 0a 00 00 02 00 de c0 aa 15 00 00 00 00
+";
+
+    /// kernel-observations.md: kernel discovery PUSH (PUT with its 48-byte ping info).
+    const KERNEL_PUSH: &str = "
+0000: c1 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0010: 00 00 00 00 00 00 00 00 02 00 00 0a 00 00 02 00
+0020: 01 00 00 0a 00 00 02 00 39 30 00 00 39 30 00 00
+0030: 01 00 00 00 30 00 00 00 ae 78 41 3e 85 3a ea 18
+0040: 19 00 00 00 00 00 00 00 00 00 00 00 00 00 00 80
+0050: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0060: 67 6e 69 70 1e 00 00 00 39 30 00 00 02 00 00 00
+0070: 00 00 00 00 00 00 09 00 02 00 00 00 00 00 00 00
+0080: 01 00 00 0a 00 00 02 00 de c0 aa 15 00 00 00 00
+";
+
+    /// kernel-observations.md: o2ib IMMEDIATE carrying the REPLY with ping info.
+    const KERNEL_O2IB_REPLY: &str = "
+0000: 91 1b e9 0b 12 00 d1 01 b8 00 00 00 00 00 00 00
+0010: 02 00 00 0a 00 00 05 00 64 d7 93 a3 d3 60 06 00
+0020: 01 00 00 0a 00 00 05 00 9b e0 8e a3 d3 60 06 00
+0030: 01 00 00 0a 00 00 05 00 02 00 00 0a 00 00 05 00
+0040: 39 30 00 00 39 30 00 00 03 00 00 00 40 00 00 00
+0050: 4a e6 2e d9 b6 3a ea 18 11 00 00 00 00 00 00 00
+0060: 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+0070: 00 00 00 00 00 00 00 00 67 6e 69 70 1e 00 00 00
+0080: 39 30 00 00 03 00 00 00 00 00 00 00 00 00 09 00
+0090: 03 00 00 00 00 00 00 00 01 00 00 0a 00 00 05 00
+00a0: de c0 aa 15 00 00 00 00 02 00 00 0a 00 00 05 00
+00b0: de c0 aa 15 00 00 00 00
+";
+
+    /// The LNet header's payload_length: u32 LE at `at`.
+    fn payload_length(frame: &[u8], at: usize) -> usize {
+        u32::from_le_bytes(frame[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    #[test]
+    fn spec_7_3_router_reply() {
+        let frame = dump(SPEC_7_3_REPLY);
+        assert_eq!(frame.len(), 160);
+        let info = &frame[0x60..];
+        assert_eq!(payload_length(&frame, 0x34), info.len());
+        let want = PingInfo::new(
+            PID_LUSTRE,
+            1,
+            Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY,
+            vec![
+                NiStatus::up(nid("192.168.1.1@tcp")),
+                NiStatus::up(nid("10.0.0.1@tcp1")),
+            ],
+        );
+        assert_eq!(want.features.bits(), 0x1A);
+        check_vector(info, &want);
+    }
+
+    fn kernel_tcp_info() -> PingInfo {
+        PingInfo::new(
+            PID_LUSTRE,
+            2,
+            Features::from_bits(0x1E),
+            vec![NiStatus::up(nid("10.0.0.1@tcp"))],
+        )
+    }
+
+    #[test]
+    fn kernel_reply_capture() {
+        let frame = dump(KERNEL_REPLY);
+        let info = &frame[0x60..];
+        assert_eq!(info.len(), 48);
+        assert_eq!(payload_length(&frame, 0x34), 48);
+        let want = kernel_tcp_info();
+        assert_eq!(
+            want.features,
+            Features::NI_STATUS
+                | Features::RTE_DISABLED
+                | Features::MULTI_RAIL
+                | Features::DISCOVERY
+        );
+        check_vector(info, &want);
+        let got = PingInfo::decode(info).unwrap();
+        assert_eq!(got.seqno, 2);
+        assert_eq!(got.status_of(&nid("10.0.0.1@tcp")), Some(NiStatusValue::UP));
+        assert_eq!(got.status_of(&nid("10.0.0.2@tcp")), None);
+    }
+
+    #[test]
+    fn kernel_push_capture() {
+        let frame = dump(KERNEL_PUSH);
+        let info = &frame[0x60..];
+        assert_eq!(info.len(), 48);
+        assert_eq!(payload_length(&frame, 0x34), 48);
+        // The PUT's match bits (u64 LE at 0x48) are the ping match bits.
+        assert_eq!(
+            u64::from_le_bytes(frame[0x48..0x50].try_into().unwrap()),
+            PING_MATCHBITS
+        );
+        check_vector(info, &kernel_tcp_info());
+    }
+
+    #[test]
+    fn kernel_o2ib_immediate_reply_capture() {
+        let frame = dump(KERNEL_O2IB_REPLY);
+        assert_eq!(frame.len(), 0xb8);
+        // kib header 48 bytes, LNet header 72 bytes, then the ping info.
+        let info = &frame[48 + 72..];
+        assert_eq!(info.len(), 64);
+        assert_eq!(payload_length(&frame, 48 + 28), 64);
+        let want = PingInfo::new(
+            PID_LUSTRE,
+            3,
+            Features::from_bits(0x1E),
+            vec![
+                NiStatus::up(nid("10.0.0.1@o2ib")),
+                NiStatus::up(nid("10.0.0.2@o2ib")),
+            ],
+        );
+        check_vector(info, &want);
+    }
+
+    #[test]
+    fn constants() {
+        assert_eq!(PING_MAGIC.to_le_bytes(), *b"gnip");
+        assert_eq!(PING_MATCHBITS, 1 << 63);
+        assert_eq!(RESERVED_PORTAL, 0);
+        assert_eq!(PING_INFO_MIN_SIZE, 272);
+        assert_eq!(INTERFACES_MAX_DEFAULT_OLD, 200);
+        assert_eq!(INTERFACES_MAX_DEFAULT, 4096);
+        assert!(NiStatusValue::UP.is_up());
+        assert!(!NiStatusValue::DOWN.is_up());
+        assert_eq!(NiStatusValue::UP.0, 0x15AA_C0DE);
+        assert_eq!(NiStatusValue::DOWN.0, 0xDEAD_FACE);
+        assert_eq!(NiStatusValue::INVALID.0, 0);
+    }
+
+    #[test]
+    fn features_print_and_combine() {
+        let router = Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY;
+        assert_eq!(router.bits(), 0x1A);
+        assert_eq!(router.to_string(), "NI_STATUS|MULTI_RAIL|DISCOVERY");
+        assert_eq!(
+            format!("{:?}", Features::from_bits(0x102)),
+            "Features(0x102: NI_STATUS|0x100)"
+        );
+        assert_eq!(Features::EMPTY.to_string(), "0");
+        let mut f = router;
+        f.set(Features::RTE_DISABLED, true);
+        assert_eq!(f.bits(), 0x1E);
+        f.remove(Features::MULTI_RAIL);
+        assert_eq!(f.bits(), 0x16);
+        assert!(f.contains(Features::NI_STATUS | Features::DISCOVERY));
+        assert!(!f.contains(Features::NI_STATUS | Features::MULTI_RAIL));
+        assert!(f.intersects(Features::NI_STATUS | Features::MULTI_RAIL));
+        assert_eq!((f & Features::NI_STATUS).bits(), 0x02);
+        assert_eq!(Features::from_bits(0x1FF).unknown().bits(), 0x100);
+    }
+
+    /// 0@lo, 10.0.0.1@tcp UP, then large entries fe80::1@tcp UP and 10.0.0.9@tcp DOWN,
+    /// laid out by hand from the spec.
+    #[test]
+    fn large_entries_layout() {
+        let v6 = nid("fe80::1@tcp");
+        let info = PingInfo::new(
+            PID_LUSTRE,
+            7,
+            Features::NI_STATUS | Features::MULTI_RAIL,
+            vec![NiStatus::up(nid("10.0.0.1@tcp"))],
+        )
+        .with_large(vec![
+            LargeNiStatus::new(v6, NiStatusValue::UP),
+            LargeNiStatus::new(nid("10.0.0.9@tcp"), NiStatusValue::DOWN),
+        ]);
+        assert_eq!(info.features.bits(), 0x2A);
+        assert_eq!(info.info_size(), 16 + 32 + 24 + 12);
+        let mut want = dump(
+            "67 6e 69 70 2a 00 00 00 39 30 00 00 02 00 00 00
+             00 00 00 00 00 00 09 00 07 00 00 00 54 00 00 00
+             01 00 00 0a 00 00 02 00 de c0 aa 15 00 00 00 00
+             de c0 aa 15 0c 02 00 00 fe 80 00 00 00 00 00 00 00 00 00 00 00 00 00 01
+             ce fa ad de 00 02 00 00 0a 00 00 09",
+        );
+        assert_eq!(info.encode().unwrap(), want);
+        assert_eq!(PingInfo::decode(&want).unwrap(), info);
+
+        // Metadata after the entries is kept as is.
+        let mut md = info.clone();
+        md.features.insert(Features::METADATA);
+        md.metadata = [1u32.to_le_bytes().to_vec(), vec![0x5a; 40]].concat();
+        want[4] = 0xAA;
+        want.extend_from_slice(&md.metadata);
+        assert_eq!(md.encode().unwrap(), want);
+        assert_eq!(PingInfo::decode(&want).unwrap(), md);
+
+        // In big-endian only the scalars move; the large NIDs stay as they are.
+        let be = info.encode_big_endian().unwrap();
+        assert_eq!(&be[..4], b"ping");
+        assert_eq!(&be[52..72], &v6.to_large_bytes()[..]);
+        assert_eq!(PingInfo::decode(&be).unwrap(), info);
+    }
+
+    #[test]
+    fn metadata_without_large_entries_follows_the_nid4_entries() {
+        let mut info = kernel_tcp_info();
+        info.features.insert(Features::METADATA);
+        info.metadata = vec![0, 0, 0, 0, 9, 9];
+        let bytes = info.encode().unwrap();
+        assert_eq!(bytes.len(), 48 + 6);
+        assert_eq!(PingInfo::decode(&bytes).unwrap(), info);
+    }
+
+    #[test]
+    fn unknown_status_values_and_features_round_trip() {
+        let mut info = kernel_tcp_info();
+        info.nis
+            .push(NiStatus::new(nid("10.0.0.7@tcp"), NiStatusValue(42)));
+        info.features = Features::from_bits(0x8000_001E);
+        let bytes = info.encode().unwrap();
+        assert_eq!(PingInfo::decode(&bytes).unwrap(), info);
+    }
+
+    #[test]
+    fn unused_words_are_ignored() {
+        let mut bytes = dump(KERNEL_REPLY)[0x60..].to_vec();
+        bytes[28] = 0x99; // entry 0 msg_size without LARGE_ADDR
+        bytes[47] = 0x77; // entry 1 unused
+        assert_eq!(PingInfo::decode(&bytes).unwrap(), kernel_tcp_info());
+    }
+
+    fn with_u32(mut bytes: Vec<u8>, at: usize, v: u32) -> Vec<u8> {
+        bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        bytes
+    }
+
+    fn with_u64(mut bytes: Vec<u8>, at: usize, v: u64) -> Vec<u8> {
+        bytes[at..at + 8].copy_from_slice(&v.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn malformed_inputs_get_specific_errors() {
+        let good = dump(KERNEL_REPLY)[0x60..].to_vec();
+        let large = PingInfo::new(
+            PID_LUSTRE,
+            1,
+            Features::NI_STATUS,
+            vec![NiStatus::up(nid("10.0.0.1@tcp"))],
+        )
+        .with_large(vec![LargeNiStatus::new(
+            nid("fe80::1@tcp"),
+            NiStatusValue::UP,
+        )])
+        .encode()
+        .unwrap();
+        assert_eq!(large.len(), 72);
+        let mut odd_nid_size = large.clone();
+        odd_nid_size[52] = 4; // nid_size 4: entry 4 + 12 = 16 bytes
+        let mut any_large = large.clone();
+        any_large[53] = 0xFF;
+
+        let decode_cases: Vec<(&str, Vec<u8>, PingError)> = vec![
+            ("empty", vec![], PingError::Truncated { needed: 16, got: 0 }),
+            (
+                "header cut",
+                good[..10].to_vec(),
+                PingError::Truncated {
+                    needed: 16,
+                    got: 10,
+                },
+            ),
+            (
+                "last entry cut (sink too small)",
+                good[..40].to_vec(),
+                PingError::Truncated {
+                    needed: 48,
+                    got: 40,
+                },
+            ),
+            (
+                "nnis far beyond the bytes",
+                with_u32(good.clone(), 12, u32::MAX),
+                PingError::Truncated {
+                    needed: 16 + 16 * (u32::MAX as usize),
+                    got: 48,
+                },
+            ),
+            (
+                "bad magic",
+                with_u32(good.clone(), 0, 0x4572_6963),
+                PingError::BadMagic { got: 0x4572_6963 },
+            ),
+            (
+                "bad magic, 4 bytes",
+                vec![1, 2, 3, 4],
+                PingError::BadMagic { got: 0x0403_0201 },
+            ),
+            (
+                "nnis 0",
+                with_u32(good.clone(), 12, 0),
+                PingError::NoEntries,
+            ),
+            (
+                "nid4 with top byte set",
+                with_u64(good.clone(), 32, 0x0102_0000_0a00_0001),
+                PingError::BadNid {
+                    entry: EntryIndex::Nid4(1),
+                    source: NidError::TopByteSet {
+                        raw: 0x0102_0000_0a00_0001,
+                    },
+                },
+            ),
+            (
+                "LNET_NID_ANY entry",
+                with_u64(good.clone(), 32, u64::MAX),
+                PingError::AnyNid {
+                    entry: EntryIndex::Nid4(1),
+                },
+            ),
+            (
+                "wildcard LND type in entry 0",
+                with_u64(good.clone(), 16, 0x00FF_0000_0000_0000),
+                PingError::AnyNid {
+                    entry: EntryIndex::Nid4(0),
+                },
+            ),
+            (
+                "LARGE_ADDR with msg_size not a multiple of 4",
+                with_u32(large.clone(), 28, 70),
+                PingError::BadMsgSize {
+                    msg_size: 70,
+                    min: 48,
+                },
+            ),
+            (
+                "LARGE_ADDR with msg_size inside the nid4 entries",
+                with_u32(large.clone(), 28, 32),
+                PingError::BadMsgSize {
+                    msg_size: 32,
+                    min: 48,
+                },
+            ),
+            (
+                "LARGE_ADDR with msg_size past the bytes",
+                with_u32(large.clone(), 28, 96),
+                PingError::Truncated {
+                    needed: 96,
+                    got: 72,
+                },
+            ),
+            (
+                "large entry past msg_size",
+                with_u32(large.clone(), 28, 68),
+                PingError::LargeEntryOverrun {
+                    index: 0,
+                    offset: 48,
+                    end: 68,
+                },
+            ),
+            (
+                "large entry of unknown nid_size",
+                odd_nid_size,
+                PingError::BadNid {
+                    entry: EntryIndex::Large(0),
+                    source: NidError::UnsupportedNidSize { size: 4 },
+                },
+            ),
+            (
+                "large entry with LNET_ANY_NID type",
+                any_large,
+                PingError::AnyNid {
+                    entry: EntryIndex::Large(0),
+                },
+            ),
+        ];
+        for (name, bytes, want) in decode_cases {
+            assert_eq!(PingInfo::decode(&bytes), Err(want), "{name}");
+        }
+
+        // Receiver checks: these decode but fail validation.
+        let too_many = PingInfo::new(
+            PID_LUSTRE,
+            1,
+            Features::from_bits(0x1E),
+            (0..200u32)
+                .map(|i| NiStatus::up(Nid::new(Net::new(LndType::SOCKLND, 0), i)))
+                .collect(),
+        )
+        .encode()
+        .unwrap();
+        let validate_cases: Vec<(&str, Vec<u8>, u32, PingError)> = vec![
+            (
+                "no NI_STATUS",
+                with_u32(good.clone(), 4, 0x1C),
+                INTERFACES_MAX_DEFAULT,
+                PingError::MissingNiStatus {
+                    features: Features::from_bits(0x1C),
+                },
+            ),
+            (
+                "nnis over the 2.15 max",
+                too_many.clone(),
+                INTERFACES_MAX_DEFAULT_OLD,
+                PingError::TooManyInterfaces { max: 200, got: 201 },
+            ),
+            (
+                "entry 0 not 0@lo",
+                with_u64(good.clone(), 16, 0x0002_0000_0a00_0001),
+                INTERFACES_MAX_DEFAULT,
+                PingError::FirstNotLoopback {
+                    got: nid("10.0.0.1@tcp"),
+                },
+            ),
+        ];
+        for (name, bytes, max, want) in validate_cases {
+            let info = PingInfo::decode(&bytes).unwrap();
+            assert_eq!(info.validate(max), Err(want.clone()), "{name}");
+            assert_eq!(PingInfo::decode_validated(&bytes, max), Err(want), "{name}");
+        }
+        // The same 201 entries pass with the 2.17 default.
+        PingInfo::decode_validated(&too_many, INTERFACES_MAX_DEFAULT).unwrap();
+    }
+
+    #[test]
+    fn truncation_tells_the_sink_to_use() {
+        let good = dump(KERNEL_REPLY)[0x60..].to_vec();
+        let err = PingInfo::decode(&good[..32]).unwrap_err();
+        assert_eq!(err.needs_bigger_sink(), Some(48));
+        assert_eq!(PingError::NoEntries.needs_bigger_sink(), None);
+    }
+
+    #[test]
+    fn encode_refuses_what_cannot_be_sent() {
+        let v6 = nid("fe80::1@tcp");
+        let mut info = kernel_tcp_info();
+        info.nis.push(NiStatus::up(v6));
+        assert_eq!(
+            info.encode(),
+            Err(PingError::NotNid4 {
+                entry: EntryIndex::Nid4(2),
+                nid: v6,
+            })
+        );
+
+        let mut info = kernel_tcp_info();
+        info.large.push(LargeNiStatus::new(v6, NiStatusValue::UP));
+        assert_eq!(
+            info.encode(),
+            Err(PingError::LargeWithoutFeature { count: 1 })
+        );
+
+        let mut info = kernel_tcp_info();
+        info.lo_nid = Nid::ANY;
+        let mut out = vec![7u8];
+        assert_eq!(
+            info.encode_into(&mut out),
+            Err(PingError::AnyNid {
+                entry: EntryIndex::Nid4(0),
+            })
+        );
+        assert_eq!(out, vec![7u8]);
+
+        let info =
+            kernel_tcp_info().with_large(vec![LargeNiStatus::new(Nid::ANY, NiStatusValue::UP)]);
+        assert_eq!(
+            info.encode(),
+            Err(PingError::AnyNid {
+                entry: EntryIndex::Large(0),
+            })
+        );
+    }
+
+    fn nid4_strategy() -> impl Strategy<Value = Nid> {
+        (0u8..0xFF, any::<u16>(), any::<u32>())
+            .prop_map(|(t, n, a)| Nid::new(Net::new(LndType(t), n), a))
+    }
+
+    fn large_nid_strategy() -> impl Strategy<Value = Nid> {
+        prop_oneof![
+            nid4_strategy(),
+            (0u8..0xFF, any::<u16>(), any::<[u8; 16]>()).prop_map(|(t, n, a)| Nid {
+                net: Net::new(LndType(t), n),
+                addr: NidAddr::V6(a),
+            }),
+        ]
+    }
+
+    fn status_strategy() -> impl Strategy<Value = NiStatusValue> {
+        prop_oneof![
+            Just(NiStatusValue::UP),
+            Just(NiStatusValue::DOWN),
+            Just(NiStatusValue::INVALID),
+            any::<u32>().prop_map(NiStatusValue),
+        ]
+    }
+
+    prop_compose! {
+        fn ping_info_strategy()(
+            features in any::<u32>(),
+            pid in any::<u32>(),
+            lo_nid in prop_oneof![Just(Nid::LO_0), nid4_strategy()],
+            seqno in any::<u32>(),
+            nis in proptest::collection::vec((nid4_strategy(), status_strategy()), 0..8),
+            large in proptest::collection::vec((large_nid_strategy(), status_strategy()), 0..4),
+            metadata in proptest::collection::vec(any::<u8>(), 0..48),
+        ) -> PingInfo {
+            let mut features = Features::from_bits(features);
+            if !large.is_empty() {
+                features.insert(Features::LARGE_ADDR);
+            }
+            PingInfo {
+                features,
+                pid,
+                lo_nid,
+                seqno,
+                nis: nis.into_iter().map(|(n, s)| NiStatus::new(n, s)).collect(),
+                large: large.into_iter().map(|(n, s)| LargeNiStatus::new(n, s)).collect(),
+                metadata,
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(info in ping_info_strategy()) {
+            let bytes = info.encode().unwrap();
+            prop_assert_eq!(bytes.len(), info.encoded_len());
+            prop_assert_eq!(&PingInfo::decode(&bytes).unwrap(), &info);
+        }
+
+        #[test]
+        fn big_endian_decodes_to_the_same_fields(info in ping_info_strategy()) {
+            let be = info.encode_big_endian().unwrap();
+            prop_assert_eq!(&PingInfo::decode(&be).unwrap(), &info);
+        }
+
+        #[test]
+        fn every_cut_is_truncated_or_shorter_metadata(info in ping_info_strategy(), cut in 0usize..200) {
+            let bytes = info.encode().unwrap();
+            let cut = cut.min(bytes.len());
+            match PingInfo::decode(&bytes[..cut]) {
+                Ok(got) => {
+                    prop_assert!(cut >= info.info_size());
+                    prop_assert_eq!(got.metadata.len(), cut - info.info_size());
+                }
+                Err(e) => {
+                    prop_assert!(cut < info.info_size());
+                    prop_assert!(e.needs_bigger_sink().is_some_and(|n| n > cut));
+                }
+            }
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..160)) {
+            if let Ok(info) = PingInfo::decode(&bytes) {
+                let again = info.encode().unwrap();
+                prop_assert_eq!(PingInfo::decode(&again).unwrap(), info);
+            }
+        }
+
+        #[test]
+        fn mutated_encodings_never_panic(
+            info in ping_info_strategy(),
+            flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+        ) {
+            let mut bytes = info.encode().unwrap();
+            for (at, v) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] = v;
+            }
+            if let Ok(info) = PingInfo::decode(&bytes) {
+                let _ = info.validate(INTERFACES_MAX_DEFAULT);
+                let again = info.encode().unwrap();
+                prop_assert_eq!(PingInfo::decode(&again).unwrap(), info);
+            }
+        }
+    }
+}

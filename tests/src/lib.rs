@@ -1,0 +1,3 @@
+//! Helpers shared by the cross-crate integration tests in `tests/tests/`.
+
+pub mod tshark;
