@@ -532,7 +532,11 @@ mod tests {
             (
                 "wildcard LND type v1",
                 unhex("00 71 ce ac 01 00 00 00 01 00 00 0a 00 00 ff 00"),
-                AcceptorError::AnyNid,
+                AcceptorError::BadNid {
+                    source: NidError::WildcardType {
+                        raw: 0x00ff_0000_0a00_0001,
+                    },
+                },
             ),
             ("LNET_ANY_NID v2", any_v2, AcceptorError::AnyNid),
             (

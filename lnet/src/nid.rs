@@ -66,6 +66,12 @@ pub enum NidError {
         /// The raw 64-bit value.
         raw: u64,
     },
+    /// A 64-bit NID had the wildcard LND type 0xFF without being `LNET_NID_ANY`.
+    #[error("nid4 {raw:#018x} has the wildcard LND type 0xff but is not LNET_NID_ANY")]
+    WildcardType {
+        /// The raw 64-bit value.
+        raw: u64,
+    },
     /// A large NID had a `nid_size` this implementation does not know.
     #[error("large NID has nid_size {size}: expected 0 (4-byte address) or 12 (16-byte address)")]
     UnsupportedNidSize {
@@ -382,6 +388,9 @@ impl Nid {
         }
         if raw >> 56 != 0 {
             return Err(NidError::TopByteSet { raw });
+        }
+        if (raw >> 48) as u8 == LndType::ANY.0 {
+            return Err(NidError::WildcardType { raw });
         }
         Ok(Nid::new(Net::from_u32((raw >> 32) as u32), raw as u32))
     }
@@ -757,6 +766,16 @@ mod tests {
             Nid::from_nid4(0x0102_0000_0a00_0001),
             Err(NidError::TopByteSet {
                 raw: 0x0102_0000_0a00_0001
+            })
+        );
+    }
+
+    #[test]
+    fn wildcard_type_is_only_any() {
+        assert_eq!(
+            Nid::from_nid4(0x00FF_0001_0A00_0001),
+            Err(NidError::WildcardType {
+                raw: 0x00FF_0001_0A00_0001
             })
         );
     }

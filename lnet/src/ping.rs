@@ -368,7 +368,7 @@ pub enum PingError {
         #[source]
         source: NidError,
     },
-    /// An entry holds `LNET_NID_ANY` or a NID of the wildcard LND type.
+    /// An entry holds `LNET_NID_ANY` (or, in a large entry, the wildcard LND type).
     #[error("ping info {entry} holds LNET_NID_ANY")]
     AnyNid {
         /// The entry.
@@ -1217,8 +1217,11 @@ mod tests {
             (
                 "wildcard LND type in entry 0",
                 with_u64(good.clone(), 16, 0x00FF_0000_0000_0000),
-                PingError::AnyNid {
+                PingError::BadNid {
                     entry: EntryIndex::Nid4(0),
+                    source: NidError::WildcardType {
+                        raw: 0x00FF_0000_0000_0000,
+                    },
                 },
             ),
             (
