@@ -1,0 +1,1035 @@
+//! The socklnd HELLO: the handshake each side sends right after the acceptor request.
+//!
+//! | version | magic | length | NIDs |
+//! |---|---|---|---|
+//! | V1 (legacy) | `0xEEBC0DED` LE, u16 major 1, u16 minor 0 | 72-byte LNet header + 4 × nips | 64-bit |
+//! | V2, V3 | `0x45726963` ("Eric") in sender order | 56 + 4 × nips (nips ≤ 16) | 64-bit, sender order |
+//! | V4 | `0x45726963` in sender order | 80 (nips written 0, never read) | 20-byte large, never swapped |
+//!
+//! Every scalar is in the sender's byte order; a byte-swapped magic marks the connection
+//! "flipped" ([`ByteOrder::Big`]), and the ksock header of every later frame on it is
+//! swapped too. [`Hello::decode`] is incremental and reports the byte order it found;
+//! [`Hello::encode`] writes little-endian.
+//!
+//! V1 is recognised but refused ([`HelloError::UnsupportedV1`], carrying what was read).
+//! A known magic with an unknown version is [`HelloError::UnknownVersion`]: the passive
+//! side answers it with its own HELLO of ctype [`ConnType::None`] so the connector learns
+//! which version to speak.
+//!
+//! Note: kernels since 2.15 swap the pids, incarnations, ctype and nips of a byte-swapped
+//! V2/V3 HELLO but not its two NIDs. This decoder reads the NIDs in the sender's order, as
+//! the structure defines them (and as 2.12 did); cross-endian socklnd is not used in
+//! practice.
+
+use std::net::Ipv4Addr;
+
+use lnet::acceptor::{LNET_PROTO_MAGIC, LNET_PROTO_TCP_MAGIC};
+use lnet::nid::LARGE_NID_BYTES;
+use lnet::{HeaderForm, Nid, NidError, ProcessId};
+
+use super::conn_type::ConnType;
+use super::order::{read_u32, read_u64, ByteOrder};
+
+/// Bytes of a V2/V3 HELLO before its IP list.
+pub const HELLO_V2_BYTES: usize = 56;
+/// Bytes of a V4 HELLO.
+pub const HELLO_V4_BYTES: usize = 80;
+/// Bytes of a V1 HELLO before its IP list (an LNet header of type HELLO).
+pub const HELLO_V1_BYTES: usize = 72;
+/// Most IPs a HELLO may list (`LNET_INTERFACES_NUM`).
+pub const MAX_HELLO_IPS: u32 = 16;
+
+/// Bytes of the magic and version words that start every HELLO.
+const PREFIX_LEN: usize = 8;
+/// `LNET_MSG_HELLO`, the LNet type a V1 HELLO carries.
+const V1_MSG_TYPE_HELLO: u32 = 4;
+
+/// The socklnd protocol version a HELLO negotiates (V1 is refused and has no value here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProtoVersion {
+    /// `KSOCK_PROTO_V2`.
+    V2,
+    /// `KSOCK_PROTO_V3`: what every 2.x kernel speaks on IPv4 by default.
+    V3,
+    /// `KSOCK_PROTO_V4`: large NIDs, 2.16+ on IPv6 sockets.
+    V4,
+}
+
+impl ProtoVersion {
+    /// The version number on the wire.
+    pub const fn to_u32(self) -> u32 {
+        match self {
+            ProtoVersion::V2 => 2,
+            ProtoVersion::V3 => 3,
+            ProtoVersion::V4 => 4,
+        }
+    }
+
+    /// The version for a wire number, if it is V2, V3 or V4.
+    pub const fn from_u32(value: u32) -> Option<ProtoVersion> {
+        match value {
+            2 => Some(ProtoVersion::V2),
+            3 => Some(ProtoVersion::V3),
+            4 => Some(ProtoVersion::V4),
+            _ => None,
+        }
+    }
+
+    /// The LNet header form frames carry after this HELLO: 72 bytes for V2/V3, 96 for V4.
+    pub const fn header_form(self) -> HeaderForm {
+        match self {
+            ProtoVersion::V2 | ProtoVersion::V3 => HeaderForm::Nid4,
+            ProtoVersion::V4 => HeaderForm::Large,
+        }
+    }
+
+    /// Bytes of the HELLO's fixed part (before any IP list).
+    pub const fn hello_len(self) -> usize {
+        match self {
+            ProtoVersion::V2 | ProtoVersion::V3 => HELLO_V2_BYTES,
+            ProtoVersion::V4 => HELLO_V4_BYTES,
+        }
+    }
+}
+
+/// Errors from decoding, checking or encoding a HELLO. Every decoding error closes the
+/// connection; only [`HelloError::UnknownVersion`] is answered first
+/// ([`HelloError::wants_version_reply`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HelloError {
+    /// The first word is neither `LNET_PROTO_MAGIC` (either order) nor the V1 magic.
+    #[error(
+        "bad HELLO magic {got:#010x}: expected {LNET_PROTO_MAGIC:#010x} in either byte order \
+         or {LNET_PROTO_TCP_MAGIC:#010x}"
+    )]
+    BadMagic {
+        /// The first word, read little-endian.
+        got: u32,
+    },
+    /// A known magic with a version this side does not speak.
+    #[error("unknown HELLO version {version} (magic {magic:#010x}): expected 2, 3 or 4")]
+    UnknownVersion {
+        /// The first word, read little-endian.
+        magic: u32,
+        /// The version word in the magic's byte order (for the V1 magic: u16 major in the
+        /// low half, u16 minor in the high half).
+        version: u32,
+    },
+    /// A legacy V1 HELLO: recognised, carried here, refused.
+    #[error("refusing socklnd V1 HELLO from nid4 {:#018x}", hello.src_nid)]
+    UnsupportedV1 {
+        /// What the V1 HELLO said.
+        hello: Box<V1Hello>,
+    },
+    /// More IPs than `LNET_INTERFACES_NUM`.
+    #[error("HELLO lists {nips} IPs: at most {max}")]
+    TooManyIps {
+        /// The nips field.
+        nips: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// An IP of 0 in the list.
+    #[error("HELLO IP #{index} is 0.0.0.0")]
+    ZeroIp {
+        /// Position in the list.
+        index: usize,
+    },
+    /// The source NID is `LNET_NID_ANY`.
+    #[error("HELLO source NID is LNET_NID_ANY")]
+    SrcNidAny,
+    /// The ctype is not ANY, CONTROL, BULK_IN, BULK_OUT or NONE.
+    #[error("HELLO ctype {value:#x}: expected 0..=3 or 0xffffffff (NONE)")]
+    BadConnType {
+        /// The ctype field.
+        value: u32,
+    },
+    /// A connection request (not a reply) with ctype NONE.
+    #[error("HELLO request with ctype NONE: expected ANY, CONTROL, BULK_IN or BULK_OUT")]
+    ConnTypeNoneInRequest,
+    /// A NID that cannot be decoded, or (encoding) cannot be written in this version.
+    #[error("bad {field} in HELLO: {source}")]
+    BadNid {
+        /// `src_nid` or `dst_nid`.
+        field: &'static str,
+        /// Why.
+        source: NidError,
+    },
+    /// A V4 HELLO was given IPs to encode; V4 carries none.
+    #[error("a V4 HELLO carries no IP list: got {count} IPs")]
+    IpsNotInV4 {
+        /// How many IPs were given.
+        count: usize,
+    },
+}
+
+impl HelloError {
+    /// Whether the passive side answers this error with its own HELLO of ctype NONE
+    /// (version negotiation) before closing, rather than closing without a word.
+    pub fn wants_version_reply(&self) -> bool {
+        matches!(self, HelloError::UnknownVersion { .. })
+    }
+}
+
+/// A legacy V1 HELLO: an LNet header of type HELLO whose destination NID is replaced by
+/// the V1 magic and version, followed by the IP list. Scalars are little-endian.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct V1Hello {
+    /// Sender's NID as the raw 64-bit value.
+    pub src_nid: u64,
+    /// Destination pid (0 from kernels).
+    pub dest_pid: u32,
+    /// Sender's pid.
+    pub src_pid: u32,
+    /// LNet message type (4, HELLO, from a kernel).
+    pub msg_type: u32,
+    /// Bytes of IP list that follow (4 × nips).
+    pub payload_length: u32,
+    /// Sender's incarnation.
+    pub incarnation: u64,
+    /// Sender's connection type, raw.
+    pub conn_type: u32,
+    /// The IP list; empty if `payload_length` is not 4 × nips with nips ≤ 16.
+    pub ips: Vec<Ipv4Addr>,
+}
+
+/// A V2, V3 or V4 HELLO.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Hello {
+    /// The protocol version.
+    pub version: ProtoVersion,
+    /// Sender's NI NID.
+    pub src_nid: Nid,
+    /// NID of the intended peer.
+    pub dst_nid: Nid,
+    /// Sender's pid (12345 for kernels and for this router).
+    pub src_pid: u32,
+    /// Not set by kernels (0); a passive reply echoes the request's.
+    pub dst_pid: u32,
+    /// Sender's incarnation (stable while it runs; a change means it restarted).
+    pub src_incarnation: u64,
+    /// Not set by kernels (0); a passive reply echoes the request's.
+    pub dst_incarnation: u64,
+    /// The sender's connection type; [`ConnType::None`] only in a reply.
+    pub ctype: ConnType,
+    /// Legacy interface list (V2/V3 only, never sent by current kernels).
+    pub ips: Vec<Ipv4Addr>,
+}
+
+/// What [`Hello::decode`] made of the bytes received so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelloDecoded {
+    /// Not enough bytes: call again when the buffer holds `needed` bytes in total.
+    Incomplete {
+        /// Total bytes, from the HELLO's first byte, needed for the next step.
+        needed: usize,
+    },
+    /// A whole HELLO.
+    Complete {
+        /// The HELLO.
+        hello: Hello,
+        /// The sender's byte order, which every later ksock header on this connection uses.
+        order: ByteOrder,
+        /// Bytes it took from the start of the buffer; what follows is the first frame.
+        consumed: usize,
+    },
+}
+
+/// What the first word of a HELLO says.
+enum Magic {
+    /// `LNET_PROTO_MAGIC` in this order.
+    Proto(ByteOrder),
+    /// The legacy V1 magic.
+    Tcp,
+}
+
+impl Hello {
+    /// The HELLO a node sends: `src` as its identity, `dst_nid` the peer, no IPs, the
+    /// unset fields 0.
+    pub fn new(
+        version: ProtoVersion,
+        src: ProcessId,
+        dst_nid: Nid,
+        src_incarnation: u64,
+        ctype: ConnType,
+    ) -> Hello {
+        Hello {
+            version,
+            src_nid: src.nid,
+            dst_nid,
+            src_pid: src.pid,
+            dst_pid: 0,
+            src_incarnation,
+            dst_incarnation: 0,
+            ctype,
+            ips: Vec::new(),
+        }
+    }
+
+    /// The passive side's reply to this request: same version, `me` as source, the
+    /// requester's NID as destination, `dst_pid` and `dst_incarnation` echoed, no IPs.
+    /// `ctype` is `self.ctype.invert()` to accept, [`ConnType::None`] to refuse.
+    pub fn reply(&self, me: ProcessId, my_incarnation: u64, ctype: ConnType) -> Hello {
+        Hello {
+            version: self.version,
+            src_nid: me.nid,
+            dst_nid: self.src_nid,
+            src_pid: me.pid,
+            dst_pid: self.dst_pid,
+            src_incarnation: my_incarnation,
+            dst_incarnation: self.dst_incarnation,
+            ctype,
+            ips: Vec::new(),
+        }
+    }
+
+    /// The sender's process id.
+    pub fn src(&self) -> ProcessId {
+        ProcessId {
+            nid: self.src_nid,
+            pid: self.src_pid,
+        }
+    }
+
+    /// Bytes of this HELLO on the wire.
+    pub fn wire_len(&self) -> usize {
+        match self.version {
+            ProtoVersion::V2 | ProtoVersion::V3 => HELLO_V2_BYTES + 4 * self.ips.len(),
+            ProtoVersion::V4 => HELLO_V4_BYTES,
+        }
+    }
+
+    /// The passive side's extra check on a request: ctype NONE is valid only in a reply.
+    pub fn check_request(&self) -> Result<(), HelloError> {
+        if self.ctype.is_requestable() {
+            Ok(())
+        } else {
+            Err(HelloError::ConnTypeNoneInRequest)
+        }
+    }
+
+    /// The HELLO's bytes, little-endian.
+    pub fn encode(&self) -> Result<Vec<u8>, HelloError> {
+        let mut out = Vec::with_capacity(self.wire_len());
+        self.encode_in(ByteOrder::Little, &mut out)?;
+        Ok(out)
+    }
+
+    /// Appends the HELLO to `out` with its scalars in `order` (large NIDs are big-endian
+    /// whatever the order). Fails, appending nothing, if a V2/V3 NID has no 64-bit form or
+    /// a V4 HELLO has IPs. Does not apply the receive checks: a HELLO with 17 IPs or a
+    /// zero IP can be written, to test a peer.
+    pub fn encode_in(&self, order: ByteOrder, out: &mut Vec<u8>) -> Result<(), HelloError> {
+        let magic = order.u32_bytes(LNET_PROTO_MAGIC);
+        let version = order.u32_bytes(self.version.to_u32());
+        match self.version {
+            ProtoVersion::V2 | ProtoVersion::V3 => {
+                let src = nid4(self.src_nid, "src_nid")?;
+                let dst = nid4(self.dst_nid, "dst_nid")?;
+                out.reserve(self.wire_len());
+                out.extend_from_slice(&magic);
+                out.extend_from_slice(&version);
+                out.extend_from_slice(&order.u64_bytes(src));
+                out.extend_from_slice(&order.u64_bytes(dst));
+                self.encode_scalars(order, out);
+                let nips = u32::try_from(self.ips.len()).unwrap_or(u32::MAX);
+                out.extend_from_slice(&order.u32_bytes(nips));
+                for ip in &self.ips {
+                    out.extend_from_slice(&order.u32_bytes(u32::from(*ip)));
+                }
+            }
+            ProtoVersion::V4 => {
+                if !self.ips.is_empty() {
+                    return Err(HelloError::IpsNotInV4 {
+                        count: self.ips.len(),
+                    });
+                }
+                out.reserve(HELLO_V4_BYTES);
+                out.extend_from_slice(&magic);
+                out.extend_from_slice(&version);
+                out.extend_from_slice(&self.src_nid.to_large_bytes());
+                out.extend_from_slice(&self.dst_nid.to_large_bytes());
+                self.encode_scalars(order, out);
+                out.extend_from_slice(&[0; 4]);
+            }
+        }
+        Ok(())
+    }
+
+    /// pids, incarnations and ctype: the same sequence in every version.
+    fn encode_scalars(&self, order: ByteOrder, out: &mut Vec<u8>) {
+        out.extend_from_slice(&order.u32_bytes(self.src_pid));
+        out.extend_from_slice(&order.u32_bytes(self.dst_pid));
+        out.extend_from_slice(&order.u64_bytes(self.src_incarnation));
+        out.extend_from_slice(&order.u64_bytes(self.dst_incarnation));
+        out.extend_from_slice(&order.u32_bytes(self.ctype.to_u32()));
+    }
+
+    /// Decodes a HELLO from the bytes received so far, in the order the kernel reads
+    /// them: magic (4 bytes), version (8), fixed part, IP list.
+    ///
+    /// A refusal is reported as soon as the bytes show it (a bad magic after 4 bytes, an
+    /// unknown version after 8, nips > 16 after the fixed part), without waiting for bytes
+    /// that may never come. A complete HELLO passes the receive checks every side applies:
+    /// nips ≤ 16, no zero IP, source not ANY, a known ctype (NONE included; see
+    /// [`Hello::check_request`] for the passive side).
+    pub fn decode(buf: &[u8]) -> Result<HelloDecoded, HelloError> {
+        let Some(raw_magic) = read_u32(buf, 0, ByteOrder::Little) else {
+            return Ok(HelloDecoded::Incomplete { needed: 4 });
+        };
+        let magic = if raw_magic == LNET_PROTO_MAGIC {
+            Magic::Proto(ByteOrder::Little)
+        } else if raw_magic.swap_bytes() == LNET_PROTO_MAGIC {
+            Magic::Proto(ByteOrder::Big)
+        } else if raw_magic == LNET_PROTO_TCP_MAGIC {
+            Magic::Tcp
+        } else {
+            return Err(HelloError::BadMagic { got: raw_magic });
+        };
+        let order = match magic {
+            Magic::Proto(order) => order,
+            Magic::Tcp => ByteOrder::Little,
+        };
+        let Some(version) = read_u32(buf, 4, order) else {
+            return Ok(HelloDecoded::Incomplete { needed: PREFIX_LEN });
+        };
+        let unknown = HelloError::UnknownVersion {
+            magic: raw_magic,
+            version,
+        };
+        let version = match magic {
+            // u16 major 1, u16 minor 0, little-endian.
+            Magic::Tcp if version == 1 => return decode_v1(buf),
+            Magic::Tcp => return Err(unknown),
+            Magic::Proto(_) => ProtoVersion::from_u32(version).ok_or(unknown)?,
+        };
+        match version {
+            ProtoVersion::V2 | ProtoVersion::V3 => decode_v2(buf, version, order),
+            ProtoVersion::V4 => decode_v4(buf, order),
+        }
+    }
+
+    /// The receive checks on a decoded HELLO.
+    fn check(&self, ctype: u32) -> Result<ConnType, HelloError> {
+        if let Some(index) = self.ips.iter().position(|ip| ip.is_unspecified()) {
+            return Err(HelloError::ZeroIp { index });
+        }
+        if self.src_nid.is_any() {
+            return Err(HelloError::SrcNidAny);
+        }
+        ConnType::from_u32(ctype).ok_or(HelloError::BadConnType { value: ctype })
+    }
+}
+
+fn nid4(nid: Nid, field: &'static str) -> Result<u64, HelloError> {
+    nid.to_nid4()
+        .map_err(|source| HelloError::BadNid { field, source })
+}
+
+fn decode_nid4(raw: u64, field: &'static str) -> Result<Nid, HelloError> {
+    Nid::from_nid4(raw).map_err(|source| HelloError::BadNid { field, source })
+}
+
+fn decode_large(buf: &[u8], at: usize, field: &'static str) -> Result<Nid, HelloError> {
+    let bytes = buf.get(at..).unwrap_or_default();
+    Nid::from_large_bytes(bytes).map_err(|source| HelloError::BadNid { field, source })
+}
+
+/// A u32 the caller has already checked is in `buf`.
+fn u32_at(buf: &[u8], at: usize, order: ByteOrder) -> u32 {
+    read_u32(buf, at, order).unwrap_or_default()
+}
+
+/// A u64 the caller has already checked is in `buf`.
+fn u64_at(buf: &[u8], at: usize, order: ByteOrder) -> u64 {
+    read_u64(buf, at, order).unwrap_or_default()
+}
+
+/// `count` u32 IPs from `at`; the caller has checked they are in `buf`.
+fn ips_at(buf: &[u8], at: usize, count: usize, order: ByteOrder) -> Vec<Ipv4Addr> {
+    let bytes = buf.get(at..at + 4 * count).unwrap_or_default();
+    bytes
+        .chunks_exact(4)
+        .filter_map(|c| <[u8; 4]>::try_from(c).ok())
+        .map(|c| Ipv4Addr::from(order.u32_from(c)))
+        .collect()
+}
+
+fn decode_v2(
+    buf: &[u8],
+    version: ProtoVersion,
+    order: ByteOrder,
+) -> Result<HelloDecoded, HelloError> {
+    let Some(nips) = read_u32(buf, 52, order) else {
+        return Ok(HelloDecoded::Incomplete {
+            needed: HELLO_V2_BYTES,
+        });
+    };
+    if nips > MAX_HELLO_IPS {
+        return Err(HelloError::TooManyIps {
+            nips,
+            max: MAX_HELLO_IPS,
+        });
+    }
+    // nips <= 16: no overflow.
+    let count = nips as usize;
+    let total = HELLO_V2_BYTES + 4 * count;
+    if buf.len() < total {
+        return Ok(HelloDecoded::Incomplete { needed: total });
+    }
+    let mut hello = Hello {
+        version,
+        src_nid: decode_nid4(u64_at(buf, 8, order), "src_nid")?,
+        dst_nid: decode_nid4(u64_at(buf, 16, order), "dst_nid")?,
+        src_pid: u32_at(buf, 24, order),
+        dst_pid: u32_at(buf, 28, order),
+        src_incarnation: u64_at(buf, 32, order),
+        dst_incarnation: u64_at(buf, 40, order),
+        ctype: ConnType::None,
+        ips: ips_at(buf, HELLO_V2_BYTES, count, order),
+    };
+    hello.ctype = hello.check(u32_at(buf, 48, order))?;
+    Ok(HelloDecoded::Complete {
+        hello,
+        order,
+        consumed: total,
+    })
+}
+
+fn decode_v4(buf: &[u8], order: ByteOrder) -> Result<HelloDecoded, HelloError> {
+    if buf.len() < HELLO_V4_BYTES {
+        return Ok(HelloDecoded::Incomplete {
+            needed: HELLO_V4_BYTES,
+        });
+    }
+    let mut hello = Hello {
+        version: ProtoVersion::V4,
+        src_nid: decode_large(buf, PREFIX_LEN, "src_nid")?,
+        dst_nid: decode_large(buf, PREFIX_LEN + LARGE_NID_BYTES, "dst_nid")?,
+        src_pid: u32_at(buf, 48, order),
+        dst_pid: u32_at(buf, 52, order),
+        src_incarnation: u64_at(buf, 56, order),
+        dst_incarnation: u64_at(buf, 64, order),
+        ctype: ConnType::None,
+        // nips at 76 is written 0 and not read.
+        ips: Vec::new(),
+    };
+    hello.ctype = hello.check(u32_at(buf, 72, order))?;
+    Ok(HelloDecoded::Complete {
+        hello,
+        order,
+        consumed: HELLO_V4_BYTES,
+    })
+}
+
+/// Reads a whole V1 HELLO (when its IP list length is sane) and refuses it.
+fn decode_v1(buf: &[u8]) -> Result<HelloDecoded, HelloError> {
+    if buf.len() < HELLO_V1_BYTES {
+        return Ok(HelloDecoded::Incomplete {
+            needed: HELLO_V1_BYTES,
+        });
+    }
+    let le = ByteOrder::Little;
+    let payload_length = u32_at(buf, 28, le);
+    let sane = payload_length % 4 == 0 && payload_length / 4 <= MAX_HELLO_IPS;
+    let count = if sane {
+        (payload_length / 4) as usize
+    } else {
+        0
+    };
+    let total = HELLO_V1_BYTES + 4 * count;
+    if buf.len() < total {
+        return Ok(HelloDecoded::Incomplete { needed: total });
+    }
+    Err(HelloError::UnsupportedV1 {
+        hello: Box::new(V1Hello {
+            src_nid: u64_at(buf, 8, le),
+            dest_pid: u32_at(buf, 16, le),
+            src_pid: u32_at(buf, 20, le),
+            msg_type: u32_at(buf, 24, le),
+            payload_length,
+            incarnation: u64_at(buf, 32, le),
+            conn_type: u32_at(buf, 40, le),
+            ips: ips_at(buf, HELLO_V1_BYTES, count, le),
+        }),
+    })
+}
+
+impl V1Hello {
+    /// The V1 HELLO's bytes (little-endian), as a legacy peer would send them. Only a
+    /// test needs this: nothing here ever speaks V1.
+    pub fn encode(&self) -> Vec<u8> {
+        let le = ByteOrder::Little;
+        let mut out = Vec::with_capacity(HELLO_V1_BYTES + 4 * self.ips.len());
+        out.extend_from_slice(&LNET_PROTO_TCP_MAGIC.to_le_bytes());
+        out.extend_from_slice(&1u16.to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&le.u64_bytes(self.src_nid));
+        out.extend_from_slice(&le.u32_bytes(self.dest_pid));
+        out.extend_from_slice(&le.u32_bytes(self.src_pid));
+        out.extend_from_slice(&le.u32_bytes(self.msg_type));
+        out.extend_from_slice(&le.u32_bytes(self.payload_length));
+        out.extend_from_slice(&le.u64_bytes(self.incarnation));
+        out.extend_from_slice(&le.u32_bytes(self.conn_type));
+        out.resize(HELLO_V1_BYTES, 0);
+        for ip in &self.ips {
+            out.extend_from_slice(&le.u32_bytes(u32::from(*ip)));
+        }
+        out
+    }
+
+    /// A V1 HELLO as a legacy kernel would fill it for these values.
+    pub fn new(src: ProcessId, incarnation: u64, conn_type: ConnType) -> Result<V1Hello, NidError> {
+        Ok(V1Hello {
+            src_nid: src.nid.to_nid4()?,
+            dest_pid: 0,
+            src_pid: src.pid,
+            msg_type: V1_MSG_TYPE_HELLO,
+            payload_length: 0,
+            incarnation,
+            conn_type: conn_type.to_u32(),
+            ips: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use super::*;
+    use lnet::nid::PID_LUSTRE;
+    use proptest::prelude::*;
+
+    fn complete(buf: &[u8]) -> (Hello, ByteOrder, usize) {
+        match Hello::decode(buf).unwrap() {
+            HelloDecoded::Complete {
+                hello,
+                order,
+                consumed,
+            } => (hello, order, consumed),
+            other => panic!("expected a whole HELLO, got {other:?}"),
+        }
+    }
+
+    const PEER_INC: u64 = 0x17D4_B84D_484D_0000;
+    const ROUTER_INC: u64 = 0x17D4_B86A_06E6_1A08;
+
+    fn peer_hello() -> Hello {
+        Hello::new(
+            ProtoVersion::V3,
+            ProcessId::lustre(nid("192.168.1.2@tcp")),
+            nid("192.168.1.1@tcp"),
+            PEER_INC,
+            ConnType::Control,
+        )
+    }
+
+    #[test]
+    fn spec_7_1_peer_hello_both_ways() {
+        let bytes = unhex(SPEC_7_1_PEER);
+        assert_eq!(bytes.len(), 56);
+        let (hello, order, consumed) = complete(&bytes);
+        assert_eq!(hello, peer_hello());
+        assert_eq!(order, ByteOrder::Little);
+        assert_eq!(consumed, 56);
+        assert_eq!(hello.check_request(), Ok(()));
+        assert_eq!(hello.encode().unwrap(), bytes);
+        assert_eq!(hello.version.header_form(), HeaderForm::Nid4);
+    }
+
+    #[test]
+    fn spec_7_1_router_reply_and_refusal_both_ways() {
+        let router = ProcessId::lustre(nid("192.168.1.1@tcp"));
+        let peer = peer_hello();
+        let reply = peer.reply(router, ROUTER_INC, peer.ctype.invert());
+        let bytes = unhex(SPEC_7_1_REPLY);
+        assert_eq!(complete(&bytes), (reply.clone(), ByteOrder::Little, 56));
+        assert_eq!(reply.encode().unwrap(), bytes);
+
+        let none = peer.reply(router, ROUTER_INC, ConnType::None);
+        let bytes = unhex(SPEC_7_1_REPLY_NONE);
+        assert_eq!(complete(&bytes), (none.clone(), ByteOrder::Little, 56));
+        assert_eq!(none.encode().unwrap(), bytes);
+        assert_eq!(none.check_request(), Err(HelloError::ConnTypeNoneInRequest));
+    }
+
+    #[test]
+    fn kernel_reply_both_ways() {
+        let bytes = unhex(KERNEL_HELLO_REPLY);
+        let (hello, order, consumed) = complete(&bytes);
+        assert_eq!(order, ByteOrder::Little);
+        assert_eq!(consumed, 56);
+        assert_eq!(
+            hello,
+            Hello {
+                version: ProtoVersion::V3,
+                src_nid: nid("10.0.0.1@tcp"),
+                dst_nid: nid("10.0.0.2@tcp"),
+                src_pid: PID_LUSTRE,
+                dst_pid: 0,
+                src_incarnation: 0x18EA_3A77_C732_353A,
+                dst_incarnation: 0,
+                ctype: ConnType::Control,
+                ips: vec![],
+            }
+        );
+        assert_eq!(hello.encode().unwrap(), bytes);
+    }
+
+    #[test]
+    fn byte_swapped_v3_is_flipped() {
+        let hello = Hello {
+            ips: vec![Ipv4Addr::new(192, 168, 1, 2), Ipv4Addr::new(10, 0, 0, 1)],
+            ..peer_hello()
+        };
+        let mut be = Vec::new();
+        hello.encode_in(ByteOrder::Big, &mut be).unwrap();
+        assert_eq!(&be[..8], &unhex("45 72 69 63 00 00 00 03")[..]);
+        assert_eq!(&be[8..16], &unhex("00 02 00 00 c0 a8 01 02")[..]);
+        assert_eq!(&be[56..60], &unhex("c0 a8 01 02")[..]);
+        let (got, order, consumed) = complete(&be);
+        assert_eq!(got, hello);
+        assert_eq!(order, ByteOrder::Big);
+        assert!(order.is_flipped());
+        assert_eq!(consumed, 64);
+    }
+
+    #[test]
+    fn v4_uses_large_nids_never_swapped_and_no_ips() {
+        let hello = Hello::new(
+            ProtoVersion::V4,
+            ProcessId::lustre(nid("fe80::2@tcp")),
+            nid("fe80::1@tcp"),
+            7,
+            ConnType::BulkIn,
+        );
+        let le = hello.encode().unwrap();
+        assert_eq!(le.len(), 80);
+        assert_eq!(&le[8..28], &nid("fe80::2@tcp").to_large_bytes()[..]);
+        assert_eq!(&le[76..80], &[0; 4]);
+        let mut be = Vec::new();
+        hello.encode_in(ByteOrder::Big, &mut be).unwrap();
+        assert_eq!(&be[8..48], &le[8..48]);
+        assert_eq!(&be[48..52], &PID_LUSTRE.to_be_bytes());
+        assert_eq!(complete(&le), (hello.clone(), ByteOrder::Little, 80));
+        assert_eq!(complete(&be), (hello.clone(), ByteOrder::Big, 80));
+        // nips is not read back in V4.
+        let mut odd = le.clone();
+        odd[76] = 99;
+        assert_eq!(complete(&odd).0, hello);
+        assert_eq!(hello.version.header_form(), HeaderForm::Large);
+        let with_ips = Hello {
+            ips: vec![Ipv4Addr::new(1, 2, 3, 4)],
+            ..hello
+        };
+        assert_eq!(with_ips.encode(), Err(HelloError::IpsNotInV4 { count: 1 }));
+    }
+
+    #[test]
+    fn decode_is_incremental() {
+        let mut hello = peer_hello();
+        hello.ips = vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::new(10, 0, 0, 2)];
+        let bytes = hello.encode().unwrap();
+        assert_eq!(bytes.len(), 64);
+        for n in 0..bytes.len() {
+            let want = match n {
+                0..=3 => 4,
+                4..=7 => 8,
+                8..=55 => 56,
+                _ => 64,
+            };
+            assert_eq!(
+                Hello::decode(&bytes[..n]),
+                Ok(HelloDecoded::Incomplete { needed: want }),
+                "{n} bytes"
+            );
+        }
+        let v4 = Hello {
+            version: ProtoVersion::V4,
+            ips: vec![],
+            ..peer_hello()
+        }
+        .encode()
+        .unwrap();
+        for n in 8..80 {
+            assert_eq!(
+                Hello::decode(&v4[..n]),
+                Ok(HelloDecoded::Incomplete { needed: 80 })
+            );
+        }
+        // Trailing bytes (the first frame) are not consumed.
+        let mut more = unhex(SPEC_7_1_PEER);
+        more.extend_from_slice(&[0xC0, 0, 0, 0]);
+        assert_eq!(complete(&more).2, 56);
+    }
+
+    fn v1() -> V1Hello {
+        V1Hello {
+            src_nid: 0x0002_0000_C0A8_0102,
+            dest_pid: 0,
+            src_pid: PID_LUSTRE,
+            msg_type: 4,
+            payload_length: 8,
+            incarnation: PEER_INC,
+            conn_type: 1,
+            ips: vec![Ipv4Addr::new(192, 168, 1, 2), Ipv4Addr::new(10, 1, 1, 1)],
+        }
+    }
+
+    #[test]
+    fn v1_is_read_whole_then_refused() {
+        let v1 = v1();
+        let bytes = v1.encode();
+        assert_eq!(bytes.len(), 80);
+        assert_eq!(&bytes[..8], &unhex("ed 0d bc ee 01 00 00 00")[..]);
+        assert_eq!(&bytes[24..28], &[4, 0, 0, 0]);
+        for (n, want) in [(4, 8), (8, 72), (71, 72), (72, 80), (79, 80)] {
+            assert_eq!(
+                Hello::decode(&bytes[..n]),
+                Ok(HelloDecoded::Incomplete { needed: want }),
+                "{n} bytes"
+            );
+        }
+        assert_eq!(
+            Hello::decode(&bytes),
+            Err(HelloError::UnsupportedV1 {
+                hello: Box::new(v1.clone())
+            })
+        );
+        // A V1 HELLO whose IP list length makes no sense is refused after 72 bytes.
+        let odd = V1Hello {
+            payload_length: 6,
+            ips: vec![],
+            ..v1.clone()
+        };
+        assert_eq!(
+            Hello::decode(&odd.encode()),
+            Err(HelloError::UnsupportedV1 {
+                hello: Box::new(odd)
+            })
+        );
+        let built = V1Hello::new(
+            ProcessId::lustre(nid("192.168.1.2@tcp")),
+            PEER_INC,
+            ConnType::Control,
+        )
+        .unwrap();
+        assert_eq!(built.src_nid, v1.src_nid);
+        assert_eq!(built.msg_type, 4);
+    }
+
+    #[test]
+    fn malformed_hellos_get_specific_errors() {
+        let good = unhex(SPEC_7_1_PEER);
+        let with = |at: usize, bytes: &[u8]| {
+            let mut b = good.clone();
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            b
+        };
+        let seventeen = Hello {
+            ips: vec![Ipv4Addr::new(10, 0, 0, 1); 17],
+            ..peer_hello()
+        }
+        .encode()
+        .unwrap();
+        let zero_ip = Hello {
+            ips: vec![Ipv4Addr::new(10, 0, 0, 1), Ipv4Addr::UNSPECIFIED],
+            ..peer_hello()
+        }
+        .encode()
+        .unwrap();
+        let mut any_v4 = Hello {
+            version: ProtoVersion::V4,
+            ..peer_hello()
+        }
+        .encode()
+        .unwrap();
+        any_v4[8..28].copy_from_slice(&[0xFF; 20]);
+        let mut odd_size_v4 = any_v4.clone();
+        odd_size_v4[8..28].copy_from_slice(&nid("10.0.0.1@tcp").to_large_bytes());
+        odd_size_v4[28] = 5;
+
+        let cases: Vec<(&str, Vec<u8>, HelloError)> = vec![
+            (
+                "acceptor magic",
+                unhex("00 71 ce ac"),
+                HelloError::BadMagic { got: 0xACCE_7100 },
+            ),
+            (
+                "byte-swapped V1 magic",
+                unhex("ee bc 0d ed 00 01 00 00"),
+                HelloError::BadMagic { got: 0xED0D_BCEE },
+            ),
+            (
+                "version 5",
+                unhex("63 69 72 45 05 00 00 00"),
+                HelloError::UnknownVersion {
+                    magic: LNET_PROTO_MAGIC,
+                    version: 5,
+                },
+            ),
+            (
+                "version 1 with the new magic",
+                unhex("63 69 72 45 01 00 00 00"),
+                HelloError::UnknownVersion {
+                    magic: LNET_PROTO_MAGIC,
+                    version: 1,
+                },
+            ),
+            (
+                "swapped version 9",
+                unhex("45 72 69 63 00 00 00 09"),
+                HelloError::UnknownVersion {
+                    magic: LNET_PROTO_MAGIC.swap_bytes(),
+                    version: 9,
+                },
+            ),
+            (
+                "V1 magic, version 1.1",
+                unhex("ed 0d bc ee 01 00 01 00"),
+                HelloError::UnknownVersion {
+                    magic: LNET_PROTO_TCP_MAGIC,
+                    version: 0x0001_0001,
+                },
+            ),
+            (
+                "nips 17, refused before the IPs arrive",
+                seventeen[..56].to_vec(),
+                HelloError::TooManyIps { nips: 17, max: 16 },
+            ),
+            (
+                "nips 0xffffffff",
+                with(52, &[0xFF; 4]),
+                HelloError::TooManyIps {
+                    nips: u32::MAX,
+                    max: 16,
+                },
+            ),
+            ("zero IP", zero_ip, HelloError::ZeroIp { index: 1 }),
+            ("src_nid ANY", with(8, &[0xFF; 8]), HelloError::SrcNidAny),
+            ("src_nid ANY (V4)", any_v4, HelloError::SrcNidAny),
+            (
+                "ctype 4",
+                with(48, &[4, 0, 0, 0]),
+                HelloError::BadConnType { value: 4 },
+            ),
+            (
+                "ctype -2",
+                with(48, &[0xFE, 0xFF, 0xFF, 0xFF]),
+                HelloError::BadConnType { value: 0xFFFF_FFFE },
+            ),
+            (
+                "src_nid with its top byte set",
+                with(15, &[1]),
+                HelloError::BadNid {
+                    field: "src_nid",
+                    source: NidError::TopByteSet {
+                        raw: 0x0102_0000_C0A8_0102,
+                    },
+                },
+            ),
+            (
+                "dst_nid with its top byte set",
+                with(23, &[0x80]),
+                HelloError::BadNid {
+                    field: "dst_nid",
+                    source: NidError::TopByteSet {
+                        raw: 0x8002_0000_C0A8_0101,
+                    },
+                },
+            ),
+            (
+                "large NID of unknown size",
+                odd_size_v4,
+                HelloError::BadNid {
+                    field: "dst_nid",
+                    source: NidError::UnsupportedNidSize { size: 5 },
+                },
+            ),
+        ];
+        for (name, bytes, want) in cases {
+            assert_eq!(Hello::decode(&bytes), Err(want.clone()), "{name}");
+            assert_eq!(
+                want.wants_version_reply(),
+                matches!(want, HelloError::UnknownVersion { .. }),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn encode_refuses_what_cannot_be_written() {
+        let mut hello = peer_hello();
+        hello.dst_nid = nid("fe80::1@tcp");
+        let mut out = vec![9];
+        assert!(matches!(
+            hello.encode_in(ByteOrder::Little, &mut out),
+            Err(HelloError::BadNid {
+                field: "dst_nid",
+                source: NidError::NotNid4 { .. }
+            })
+        ));
+        assert_eq!(out, vec![9]);
+        hello.version = ProtoVersion::V4;
+        assert_eq!(hello.encode().unwrap().len(), 80);
+    }
+
+    #[test]
+    fn versions() {
+        for v in [ProtoVersion::V2, ProtoVersion::V3, ProtoVersion::V4] {
+            assert_eq!(ProtoVersion::from_u32(v.to_u32()), Some(v));
+        }
+        assert_eq!(ProtoVersion::from_u32(1), None);
+        assert_eq!(ProtoVersion::V2.hello_len(), 56);
+        assert_eq!(ProtoVersion::V4.hello_len(), 80);
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(hello in hello_strategy(), order in order_strategy()) {
+            let mut bytes = Vec::new();
+            hello.encode_in(order, &mut bytes).unwrap();
+            prop_assert_eq!(bytes.len(), hello.wire_len());
+            if order == ByteOrder::Little {
+                prop_assert_eq!(&hello.encode().unwrap(), &bytes);
+            }
+            let len = bytes.len();
+            prop_assert_eq!(
+                Hello::decode(&bytes),
+                Ok(HelloDecoded::Complete { hello, order, consumed: len })
+            );
+        }
+
+        #[test]
+        fn prefixes_are_incomplete(hello in hello_strategy(), order in order_strategy(), cut in 0usize..200) {
+            let mut bytes = Vec::new();
+            hello.encode_in(order, &mut bytes).unwrap();
+            let cut = cut % bytes.len();
+            let incomplete = matches!(
+                Hello::decode(&bytes[..cut]),
+                Ok(HelloDecoded::Incomplete { needed }) if needed > cut && needed <= bytes.len()
+            );
+            prop_assert!(incomplete);
+        }
+
+        #[test]
+        fn decode_never_panics(
+            magic in prop_oneof![
+                Just(unhex("63 69 72 45")),
+                Just(unhex("45 72 69 63")),
+                Just(unhex("ed 0d bc ee")),
+                proptest::collection::vec(any::<u8>(), 0..4),
+            ],
+            version in prop_oneof![Just(vec![]), Just(vec![3, 0, 0, 0]), Just(vec![0, 0, 0, 4]),
+                Just(vec![1, 0, 0, 0]), proptest::collection::vec(any::<u8>(), 0..4)],
+            rest in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let bytes = [magic, version, rest].concat();
+            if let Ok(HelloDecoded::Complete { hello, consumed, .. }) = Hello::decode(&bytes) {
+                prop_assert!(consumed <= bytes.len());
+                prop_assert_eq!(consumed, hello.wire_len());
+            }
+        }
+    }
+}
