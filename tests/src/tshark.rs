@@ -39,8 +39,11 @@ pub struct Field {
     pub name: String,
     /// The value as tshark shows it.
     pub show: String,
-    /// The raw bytes the field covers.
+    /// The raw bytes the field covers (empty for fields tshark gives no value, such as a
+    /// REPLY's `lnet.payload`).
     pub raw: Vec<u8>,
+    /// How many bytes tshark says the field covers.
+    pub size: usize,
 }
 
 /// The fields of one ksock message as tshark decoded it, in order.
@@ -187,6 +190,10 @@ fn parse_pdml(xml: &str) -> Result<Vec<Pdu>, String> {
                 name: name.to_owned(),
                 show: f.attribute("show").unwrap_or_default().to_owned(),
                 raw: unhex(f.attribute("value").unwrap_or_default())?,
+                size: f
+                    .attribute("size")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_default(),
             };
             if name == "lnet.ksm_type" {
                 pdus.push(Pdu {
