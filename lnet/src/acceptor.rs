@@ -22,6 +22,7 @@
 use std::ops::RangeInclusive;
 
 use crate::nid::{Nid, NidError, LARGE_NID_BYTES};
+use crate::order::{bytes_at, ByteOrder};
 
 /// `LNET_PROTO_ACCEPTOR_MAGIC`: first word of an acceptor connection request.
 pub const ACCEPTOR_MAGIC: u32 = 0xACCE_7100;
@@ -246,27 +247,21 @@ impl AcceptorRequest {
     /// A refusal is reported as soon as the bytes show it: `LNET_PROTO_MAGIC` after 4
     /// bytes, an unknown version after 8, without waiting for a NID that never comes.
     pub fn decode(buf: &[u8]) -> Result<Decoded, AcceptorError> {
-        let Some(magic) = read_u32_le(buf, 0) else {
+        let Some(first4) = bytes_at::<4>(buf, 0) else {
             return Ok(Decoded::Incomplete { needed: 4 });
         };
-        let swapped = if magic == ACCEPTOR_MAGIC {
-            false
-        } else if magic.swap_bytes() == ACCEPTOR_MAGIC {
-            true
-        } else if magic == LNET_PROTO_MAGIC || magic.swap_bytes() == LNET_PROTO_MAGIC {
-            return Err(AcceptorError::ProtoMagic { got: magic });
-        } else if magic == LNET_PROTO_TCP_MAGIC || magic.swap_bytes() == LNET_PROTO_TCP_MAGIC {
-            return Err(AcceptorError::OldTcpnal { got: magic });
-        } else {
-            return Err(AcceptorError::BadMagic { got: magic });
+        let magic = u32::from_le_bytes(first4);
+        let Some(order) = ByteOrder::detect(first4, ACCEPTOR_MAGIC) else {
+            return Err(if ByteOrder::detect(first4, LNET_PROTO_MAGIC).is_some() {
+                AcceptorError::ProtoMagic { got: magic }
+            } else if ByteOrder::detect(first4, LNET_PROTO_TCP_MAGIC).is_some() {
+                AcceptorError::OldTcpnal { got: magic }
+            } else {
+                AcceptorError::BadMagic { got: magic }
+            });
         };
-        let Some(raw_version) = read_u32_le(buf, 4) else {
+        let Some(version_number) = order.u32_at(buf, 4) else {
             return Ok(Decoded::Incomplete { needed: PREFIX_LEN });
-        };
-        let version_number = if swapped {
-            raw_version.swap_bytes()
-        } else {
-            raw_version
         };
         let version =
             AcceptorVersion::from_u32(version_number).ok_or(AcceptorError::UnknownVersion {
@@ -278,13 +273,12 @@ impl AcceptorRequest {
         };
         let nid = match version {
             AcceptorVersion::V1 => {
-                let raw = read_u64_le(nid_bytes, 0).ok_or(AcceptorError::BadNid {
+                let raw = order.u64_at(nid_bytes, 0).ok_or(AcceptorError::BadNid {
                     source: NidError::Truncated {
                         expected: 8,
                         got: nid_bytes.len(),
                     },
                 })?;
-                let raw = if swapped { raw.swap_bytes() } else { raw };
                 Nid::from_nid4(raw).map_err(|source| AcceptorError::BadNid { source })?
             }
             // A large NID is defined in network order and never swapped.
@@ -299,16 +293,6 @@ impl AcceptorRequest {
             consumed: needed,
         })
     }
-}
-
-fn read_u32_le(buf: &[u8], off: usize) -> Option<u32> {
-    let bytes: [u8; 4] = buf.get(off..off.checked_add(4)?)?.try_into().ok()?;
-    Some(u32::from_le_bytes(bytes))
-}
-
-fn read_u64_le(buf: &[u8], off: usize) -> Option<u64> {
-    let bytes: [u8; 8] = buf.get(off..off.checked_add(8)?)?.try_into().ok()?;
-    Some(u64::from_le_bytes(bytes))
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! arrived on).
 
 use crate::nid::{Nid, NidError, LARGE_NID_BYTES};
+use crate::order::ByteOrder;
 
 /// `LNET_MTU`: the largest payload of one LNet message.
 pub const LNET_MTU: u32 = 1 << 20;
@@ -514,16 +515,17 @@ impl Header {
     }
 }
 
+/// The header's byte order, whatever the sender's.
+const LE: ByteOrder = ByteOrder::Little;
+
+/// Writes a little-endian u32 at `at`; nothing past the end (callers size `out` first).
 fn put_u32(out: &mut [u8], at: usize, v: u32) {
-    if let Some(dst) = out.get_mut(at..at + 4) {
-        dst.copy_from_slice(&v.to_le_bytes());
-    }
+    let _ = LE.put_u32_at(out, at, v);
 }
 
+/// Writes a little-endian u64 at `at`; nothing past the end (callers size `out` first).
 fn put_u64(out: &mut [u8], at: usize, v: u64) {
-    if let Some(dst) = out.get_mut(at..at + 8) {
-        dst.copy_from_slice(&v.to_le_bytes());
-    }
+    let _ = LE.put_u64_at(out, at, v);
 }
 
 fn put_handle(out: &mut [u8], at: usize, h: WireHandle) {
@@ -533,16 +535,12 @@ fn put_handle(out: &mut [u8], at: usize, h: WireHandle) {
 
 /// Little-endian u32 at `at`; 0 past the end (callers check lengths first).
 fn u32_at(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u32::from_le_bytes)
+    LE.u32_at(b, at).unwrap_or_default()
 }
 
 /// Little-endian u64 at `at`; 0 past the end (callers check lengths first).
 fn u64_at(b: &[u8], at: usize) -> u64 {
-    b.get(at..at + 8)
-        .and_then(|s| s.try_into().ok())
-        .map_or(0, u64::from_le_bytes)
+    LE.u64_at(b, at).unwrap_or_default()
 }
 
 fn handle(b: &[u8], at: usize) -> WireHandle {

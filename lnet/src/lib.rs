@@ -8,6 +8,7 @@
 pub mod acceptor;
 pub mod header;
 pub mod nid;
+pub mod order;
 pub mod ping;
 
 pub use acceptor::{
@@ -18,6 +19,7 @@ pub use header::{
     Disposition, Header, HeaderError, HeaderForm, Message, MsgType, WireHandle, LNET_MTU,
 };
 pub use nid::{LndType, Net, Nid, NidAddr, NidError, ProcessId};
+pub use order::ByteOrder;
 pub use ping::{
     Features, LargeNiStatus, NiStatus, NiStatusValue, PingError, PingInfo, PING_MAGIC,
     PING_MATCHBITS,

@@ -29,6 +29,7 @@ use std::fmt;
 use std::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign};
 
 use crate::nid::{LndType, Nid, NidError, LARGE_NID_BYTES};
+use crate::order::{bytes_at, ByteOrder};
 
 /// `LNET_PROTO_PING_MAGIC` ("ping"; little-endian bytes `67 6e 69 70`).
 pub const PING_MAGIC: u32 = 0x7069_6E67;
@@ -545,14 +546,14 @@ impl PingInfo {
     /// Appends the info's bytes (little-endian) to `out`. On error nothing is appended.
     pub fn encode_into(&self, out: &mut Vec<u8>) -> Result<(), PingError> {
         let start = out.len();
-        let result = self.write(out, Order::Little);
+        let result = self.write(out, ByteOrder::Little);
         if result.is_err() {
             out.truncate(start);
         }
         result
     }
 
-    fn write(&self, out: &mut Vec<u8>, order: Order) -> Result<(), PingError> {
+    fn write(&self, out: &mut Vec<u8>, order: ByteOrder) -> Result<(), PingError> {
         let large_addr = self.features.contains(Features::LARGE_ADDR);
         if !self.large.is_empty() && !large_addr {
             return Err(PingError::LargeWithoutFeature {
@@ -566,18 +567,18 @@ impl PingInfo {
         let msg_size = if large_addr { msg_size } else { 0 };
 
         out.reserve(self.encoded_len());
-        order.put_u32(out, PING_MAGIC);
-        order.put_u32(out, self.features.bits());
-        order.put_u32(out, self.pid);
-        order.put_u32(out, nnis);
+        order.push_u32(out, PING_MAGIC);
+        order.push_u32(out, self.features.bits());
+        order.push_u32(out, self.pid);
+        order.push_u32(out, nnis);
 
-        order.put_u64(out, nid4_for_wire(&self.lo_nid, 0)?);
-        order.put_u32(out, self.seqno);
-        order.put_u32(out, msg_size);
+        order.push_u64(out, nid4_for_wire(&self.lo_nid, 0)?);
+        order.push_u32(out, self.seqno);
+        order.push_u32(out, msg_size);
         for (i, ni) in self.nis.iter().enumerate() {
-            order.put_u64(out, nid4_for_wire(&ni.nid, i.saturating_add(1))?);
-            order.put_u32(out, ni.status.0);
-            order.put_u32(out, 0);
+            order.push_u64(out, nid4_for_wire(&ni.nid, i.saturating_add(1))?);
+            order.push_u32(out, ni.status.0);
+            order.push_u32(out, 0);
         }
         for (i, entry) in self.large.iter().enumerate() {
             if entry.nid.is_any() {
@@ -585,7 +586,7 @@ impl PingInfo {
                     entry: EntryIndex::Large(i),
                 });
             }
-            order.put_u32(out, entry.status.0);
+            order.push_u32(out, entry.status.0);
             let nid_len = entry.wire_len().saturating_sub(LARGE_STATUS_SIZE);
             let bytes = entry.nid.to_large_bytes();
             out.extend(bytes.iter().take(nid_len));
@@ -602,16 +603,10 @@ impl PingInfo {
     pub fn decode(buf: &[u8]) -> Result<PingInfo, PingError> {
         let got = buf.len();
         let truncated = |needed: usize| PingError::Truncated { needed, got };
-        let magic = array::<4>(buf, 0)
-            .map(u32::from_le_bytes)
-            .ok_or(truncated(PING_INFO_HDR_SIZE))?;
-        let order = if magic == PING_MAGIC {
-            Order::Little
-        } else if magic == PING_MAGIC.swap_bytes() {
-            Order::Big
-        } else {
-            return Err(PingError::BadMagic { got: magic });
-        };
+        let magic = bytes_at::<4>(buf, 0).ok_or(truncated(PING_INFO_HDR_SIZE))?;
+        let order = ByteOrder::detect(magic, PING_MAGIC).ok_or(PingError::BadMagic {
+            got: u32::from_le_bytes(magic),
+        })?;
         if got < PING_INFO_HDR_SIZE {
             return Err(truncated(PING_INFO_HDR_SIZE));
         }
@@ -689,7 +684,7 @@ impl PingInfo {
     #[cfg(test)]
     fn encode_big_endian(&self) -> Result<Vec<u8>, PingError> {
         let mut out = Vec::new();
-        self.write(&mut out, Order::Big)?;
+        self.write(&mut out, ByteOrder::Big)?;
         Ok(out)
     }
 }
@@ -715,7 +710,11 @@ fn large_entry_len(nid4: bool) -> usize {
 }
 
 /// One 16-byte nid4 entry: its NID and status word (the 4th word is not read).
-fn decode_nid4_entry(entry: &[u8], index: usize, order: Order) -> Result<(Nid, u32), PingError> {
+fn decode_nid4_entry(
+    entry: &[u8],
+    index: usize,
+    order: ByteOrder,
+) -> Result<(Nid, u32), PingError> {
     let at = EntryIndex::Nid4(index);
     let short = || PingError::BadNid {
         entry: at,
@@ -724,12 +723,8 @@ fn decode_nid4_entry(entry: &[u8], index: usize, order: Order) -> Result<(Nid, u
             got: entry.len(),
         },
     };
-    let raw = array::<8>(entry, 0)
-        .map(|b| order.u64(b))
-        .ok_or_else(short)?;
-    let status = array::<4>(entry, 8)
-        .map(|b| order.u32(b))
-        .ok_or_else(short)?;
+    let raw = order.u64_at(entry, 0).ok_or_else(short)?;
+    let status = order.u32_at(entry, 8).ok_or_else(short)?;
     let nid = Nid::from_nid4(raw).map_err(|source| PingError::BadNid { entry: at, source })?;
     if nid.is_any() {
         return Err(PingError::AnyNid { entry: at });
@@ -742,10 +737,10 @@ fn decode_nid4_entry(entry: &[u8], index: usize, order: Order) -> Result<(Nid, u
 fn decode_large_entry(
     rest: &[u8],
     index: usize,
-    order: Order,
+    order: ByteOrder,
 ) -> Option<Result<LargeNiStatus, PingError>> {
     let at = EntryIndex::Large(index);
-    let status = NiStatusValue(order.u32(array::<4>(rest, 0)?));
+    let status = NiStatusValue(order.u32_at(rest, 0)?);
     let nid_size = *rest.get(LARGE_STATUS_SIZE)?;
     let nid_type = *rest.get(LARGE_STATUS_SIZE + 1)?;
     if nid_type == LndType::ANY.0 {
@@ -764,62 +759,21 @@ fn decode_large_entry(
     )
 }
 
-/// The byte order an info was written in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Order {
-    Little,
-    Big,
-}
-
-impl Order {
-    fn u32(self, b: [u8; 4]) -> u32 {
-        match self {
-            Order::Little => u32::from_le_bytes(b),
-            Order::Big => u32::from_be_bytes(b),
-        }
-    }
-
-    fn u64(self, b: [u8; 8]) -> u64 {
-        match self {
-            Order::Little => u64::from_le_bytes(b),
-            Order::Big => u64::from_be_bytes(b),
-        }
-    }
-
-    fn put_u32(self, out: &mut Vec<u8>, v: u32) {
-        match self {
-            Order::Little => out.extend_from_slice(&v.to_le_bytes()),
-            Order::Big => out.extend_from_slice(&v.to_be_bytes()),
-        }
-    }
-
-    fn put_u64(self, out: &mut Vec<u8>, v: u64) {
-        match self {
-            Order::Little => out.extend_from_slice(&v.to_le_bytes()),
-            Order::Big => out.extend_from_slice(&v.to_be_bytes()),
-        }
-    }
-}
-
 /// Reads scalars of an info in its byte order; a read past the end is `Truncated`.
 struct Reader<'a> {
     buf: &'a [u8],
-    order: Order,
+    order: ByteOrder,
 }
 
 impl Reader<'_> {
     fn u32(&self, off: usize) -> Result<u32, PingError> {
-        array::<4>(self.buf, off)
-            .map(|b| self.order.u32(b))
+        self.order
+            .u32_at(self.buf, off)
             .ok_or(PingError::Truncated {
                 needed: off.saturating_add(4),
                 got: self.buf.len(),
             })
     }
-}
-
-fn array<const N: usize>(buf: &[u8], off: usize) -> Option<[u8; N]> {
-    buf.get(off..off.checked_add(N)?)?.try_into().ok()
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! non-zero field, over the bytes as received (before any byte swapping) with the field
 //! zeroed.
 
-use super::endian::ByteOrder;
+use lnet::ByteOrder;
 
 /// Offset of `ibm_cksum` in the `kib_msg` header.
 pub const CKSUM_OFFSET: usize = 12;

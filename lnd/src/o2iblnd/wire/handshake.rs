@@ -5,9 +5,8 @@
 //! passive side answers with a CONNACK as the private data of `rdma_accept`, or refuses with
 //! a `kib_rej` (see [`super::rej`]).
 
-use lnet::Nid;
+use lnet::{ByteOrder, Nid};
 
-use super::endian::ByteOrder;
 use super::{IBLND_DEFAULT_QUEUE_DEPTH, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE};
 
 /// Bytes of `kib_connparams` on the wire.

@@ -8,10 +8,10 @@
 //! connection carries a `kib_rej` ([`rej`]). An optional checksum covers a whole message
 //! ([`cksum`]).
 //!
-//! Decoders accept both byte orders ([`endian::ByteOrder`]); encoders write little-endian,
-//! as every x86 and ARM kernel does. Layouts and constants come from the project's protocol
-//! reference (`spec/lnet-o2ib-health-lnetctl.md`, part 1) and the kernel captures in
-//! `spec/kernel-observations.md`.
+//! Decoders accept both byte orders ([`ByteOrder`], told by [`endian::of_o2ib`]); encoders
+//! write little-endian, as every x86 and ARM kernel does. Layouts and constants come from
+//! the project's protocol reference (`spec/lnet-o2ib-health-lnetctl.md`, part 1) and the
+//! kernel captures in `spec/kernel-observations.md`.
 
 pub mod cksum;
 pub mod endian;
@@ -21,8 +21,8 @@ pub mod rdma;
 pub mod rej;
 
 pub use cksum::CksumError;
-pub use endian::ByteOrder;
 pub use handshake::{race_loser, ConnParams, RdmaCmParams};
+pub use lnet::ByteOrder;
 pub use msg::{Body, Completion, Cookie, KibMsg, MsgError, MsgType, Unpacked, Version};
 pub use rdma::{RdmaDesc, RdmaError, RdmaFrag};
 pub use rej::{Rej, RejError, RejMagic, RejParams, RejWhy};
@@ -32,7 +32,7 @@ pub use rej::{Rej, RejError, RejMagic, RejParams, RejWhy};
 pub const IBLND_MSG_MAGIC: u32 = 0x0be9_1b91;
 /// `LNET_PROTO_MAGIC`: the magic of a future "unified" LNet protocol. A passive kernel
 /// refuses a CONNREQ that starts with it (FATAL); an active kernel accepts it in a reject.
-pub const LNET_PROTO_MAGIC: u32 = 0x4572_6963;
+pub use lnet::LNET_PROTO_MAGIC;
 
 /// `IBLND_MSG_VERSION_1`: protocol v1 (queue depth fixed at 8, NOOPs cost a credit).
 pub const IBLND_MSG_VERSION_1: u16 = 0x11;

@@ -20,10 +20,11 @@
 //! unpacker in its order; [`KibMsg::encode`] writes little-endian and computes `ibm_nob`.
 
 use bytes::Bytes;
+use lnet::order::{bytes_at, ByteOrder};
 use lnet::{Header, HeaderError, HeaderForm, Nid, NidError};
 
 use super::cksum::{self, CksumError};
-use super::endian::{first_word, le_u64_at, ByteOrder};
+use super::endian::of_o2ib;
 use super::handshake::{ConnParams, CONN_PARAMS_BYTES};
 use super::rdma::{RdmaDesc, RdmaError, RDMA_DESC_HEADER_BYTES};
 use super::{
@@ -152,7 +153,7 @@ impl MsgError {
     pub fn is_lnet_proto_magic(&self) -> bool {
         match self {
             MsgError::BadMagic { got, .. } => {
-                *got == LNET_PROTO_MAGIC || got.swap_bytes() == LNET_PROTO_MAGIC
+                ByteOrder::detect(got.to_le_bytes(), LNET_PROTO_MAGIC).is_some()
             }
             _ => false,
         }
@@ -523,10 +524,10 @@ impl KibMsg {
             expected,
             got: buf.len(),
         };
-        let magic = first_word(buf)
+        let magic = bytes_at::<4>(buf, 0)
             .filter(|_| buf.len() >= MSG_MAGIC_VERSION_BYTES)
             .ok_or_else(|| truncated(MSG_MAGIC_VERSION_BYTES))?;
-        let order = ByteOrder::of_o2ib(magic).ok_or(MsgError::BadMagic {
+        let order = of_o2ib(magic).ok_or(MsgError::BadMagic {
             expected: IBLND_MSG_MAGIC,
             got: u32::from_le_bytes(magic),
         })?;
@@ -597,7 +598,13 @@ impl KibMsg {
             Header::decode(at, HeaderForm::Nid4)
                 .map_err(|source| MsgError::Header { msg_type, source })
         };
-        let cookie = |at: usize| le_u64_at(m, at).map(Cookie).ok_or_else(short);
+        // Cookies are never swapped.
+        let cookie = |at: usize| {
+            ByteOrder::Little
+                .u64_at(m, at)
+                .map(Cookie)
+                .ok_or_else(short)
+        };
         let completion = || -> Result<Completion, MsgError> {
             Ok(Completion {
                 cookie: cookie(KIB_MSG_HEADER_BYTES)?,

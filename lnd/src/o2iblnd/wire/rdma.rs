@@ -6,7 +6,8 @@
 //! {nob u32 @0, addr u64 @4} whose addresses are deliberately misaligned. All fields are in
 //! the sender's byte order.
 
-use super::endian::ByteOrder;
+use lnet::ByteOrder;
+
 use super::IBLND_MAX_RDMA_FRAGS;
 
 /// Bytes of the descriptor before its fragments (key and nfrags).

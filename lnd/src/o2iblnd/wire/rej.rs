@@ -11,7 +11,8 @@
 //! [`LNET_PROTO_MAGIC`], which the kernel also accepts here) is not an o2ib reject: the
 //! kernel logs a fatal consumer-defined error and gives up on the peer.
 
-use super::endian::{first_word, ByteOrder};
+use lnet::order::{bytes_at, ByteOrder};
+
 use super::handshake::{ConnParams, CONN_PARAMS_BYTES};
 use super::msg::Version;
 use super::{IBLND_MSG_MAGIC, LNET_PROTO_MAGIC};
@@ -169,7 +170,7 @@ impl Rej {
 
     /// Decodes reject private data (possibly padded) and tells the sender's byte order.
     pub fn decode_ordered(buf: &[u8]) -> Result<(Rej, ByteOrder), RejError> {
-        let magic_bytes = first_word(buf)
+        let magic_bytes = bytes_at::<4>(buf, 0)
             .filter(|_| buf.len() >= REJ_MIN_BYTES)
             .ok_or(RejError::Truncated {
                 expected: REJ_MIN_BYTES,

@@ -7,8 +7,9 @@
 //! csum field read as zero, then the LNet header, then the payload. A csum of 0 means "not
 //! checksummed" and is not verified.
 
+use lnet::ByteOrder;
+
 use super::ksock::KSOCK_HEADER_BYTES;
-use super::order::ByteOrder;
 
 /// Byte range of the csum field in the ksock header.
 const CSUM_FIELD: std::ops::Range<usize> = 4..8;
@@ -95,9 +96,8 @@ pub fn verify_frame(frame: &[u8], received: u32) -> Result<(), CsumError> {
 pub fn seal_frame(frame: &mut [u8], order: ByteOrder) -> u32 {
     let csum = frame_csum(frame);
     if frame.len() >= KSOCK_HEADER_BYTES {
-        if let Some(field) = frame.get_mut(CSUM_FIELD) {
-            field.copy_from_slice(&order.u32_bytes(csum));
-        }
+        // The csum field is inside the header: the write fits.
+        let _ = order.put_u32_at(frame, CSUM_FIELD.start, csum);
     }
     csum
 }

@@ -24,13 +24,12 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use lnet::acceptor::{AcceptorError, AcceptorRequest, Decoded};
-use lnet::{Header, HeaderError, HeaderForm};
+use lnet::{ByteOrder, Header, HeaderError, HeaderForm};
 
 use super::conn_type::ConnType;
 use super::csum::{verify_frame, CsumError};
 use super::hello::{Hello, HelloDecoded, HelloError, ProtoVersion};
 use super::ksock::{KsockError, KsockHeader, KsockType, KSOCK_HEADER_BYTES};
-use super::order::ByteOrder;
 
 /// Which end of the TCP connection this deframer reads for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,10 +6,9 @@
 //! sender with `enable_csum=1` would, pass the encoded bytes to [`super::csum::seal_frame`].
 
 use lnet::header::HEADER_LARGE_BYTES;
-use lnet::{Header, HeaderError, HeaderForm, LNET_MTU};
+use lnet::{ByteOrder, Header, HeaderError, HeaderForm, LNET_MTU};
 
 use super::ksock::{KsockHeader, KsockType, KSOCK_HEADER_BYTES};
-use super::order::ByteOrder;
 
 /// The largest frame on any connection: ksock header, 96-byte LNet header, `LNET_MTU` of
 /// payload. A deframer never holds more than one frame.

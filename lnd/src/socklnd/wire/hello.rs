@@ -25,10 +25,10 @@ use std::net::Ipv4Addr;
 
 use lnet::acceptor::{LNET_PROTO_MAGIC, LNET_PROTO_TCP_MAGIC};
 use lnet::nid::LARGE_NID_BYTES;
+use lnet::order::{bytes_at, ByteOrder};
 use lnet::{HeaderForm, Nid, NidError, ProcessId};
 
 use super::conn_type::ConnType;
-use super::order::{read_u32, read_u64, ByteOrder};
 
 /// Bytes of a V2/V3 HELLO before its IP list.
 pub const HELLO_V2_BYTES: usize = 56;
@@ -321,8 +321,8 @@ impl Hello {
     /// a V4 HELLO has IPs. Does not apply the receive checks: a HELLO with 17 IPs or a
     /// zero IP can be written, to test a peer.
     pub fn encode_in(&self, order: ByteOrder, out: &mut Vec<u8>) -> Result<(), HelloError> {
-        let magic = order.u32_bytes(LNET_PROTO_MAGIC);
-        let version = order.u32_bytes(self.version.to_u32());
+        let magic = order.u32_to_bytes(LNET_PROTO_MAGIC);
+        let version = order.u32_to_bytes(self.version.to_u32());
         match self.version {
             ProtoVersion::V2 | ProtoVersion::V3 => {
                 let src = nid4(self.src_nid, "src_nid")?;
@@ -330,13 +330,13 @@ impl Hello {
                 out.reserve(self.wire_len());
                 out.extend_from_slice(&magic);
                 out.extend_from_slice(&version);
-                out.extend_from_slice(&order.u64_bytes(src));
-                out.extend_from_slice(&order.u64_bytes(dst));
+                order.push_u64(out, src);
+                order.push_u64(out, dst);
                 self.encode_scalars(order, out);
                 let nips = u32::try_from(self.ips.len()).unwrap_or(u32::MAX);
-                out.extend_from_slice(&order.u32_bytes(nips));
+                order.push_u32(out, nips);
                 for ip in &self.ips {
-                    out.extend_from_slice(&order.u32_bytes(u32::from(*ip)));
+                    order.push_u32(out, u32::from(*ip));
                 }
             }
             ProtoVersion::V4 => {
@@ -359,11 +359,11 @@ impl Hello {
 
     /// pids, incarnations and ctype: the same sequence in every version.
     fn encode_scalars(&self, order: ByteOrder, out: &mut Vec<u8>) {
-        out.extend_from_slice(&order.u32_bytes(self.src_pid));
-        out.extend_from_slice(&order.u32_bytes(self.dst_pid));
-        out.extend_from_slice(&order.u64_bytes(self.src_incarnation));
-        out.extend_from_slice(&order.u64_bytes(self.dst_incarnation));
-        out.extend_from_slice(&order.u32_bytes(self.ctype.to_u32()));
+        order.push_u32(out, self.src_pid);
+        order.push_u32(out, self.dst_pid);
+        order.push_u64(out, self.src_incarnation);
+        order.push_u64(out, self.dst_incarnation);
+        order.push_u32(out, self.ctype.to_u32());
     }
 
     /// Decodes a HELLO from the bytes received so far, in the order the kernel reads
@@ -375,13 +375,12 @@ impl Hello {
     /// nips ≤ 16, no zero IP, source not ANY, a known ctype (NONE included; see
     /// [`Hello::check_request`] for the passive side).
     pub fn decode(buf: &[u8]) -> Result<HelloDecoded, HelloError> {
-        let Some(raw_magic) = read_u32(buf, 0, ByteOrder::Little) else {
+        let Some(first4) = bytes_at::<4>(buf, 0) else {
             return Ok(HelloDecoded::Incomplete { needed: 4 });
         };
-        let magic = if raw_magic == LNET_PROTO_MAGIC {
-            Magic::Proto(ByteOrder::Little)
-        } else if raw_magic.swap_bytes() == LNET_PROTO_MAGIC {
-            Magic::Proto(ByteOrder::Big)
+        let raw_magic = u32::from_le_bytes(first4);
+        let magic = if let Some(order) = ByteOrder::detect(first4, LNET_PROTO_MAGIC) {
+            Magic::Proto(order)
         } else if raw_magic == LNET_PROTO_TCP_MAGIC {
             Magic::Tcp
         } else {
@@ -391,7 +390,7 @@ impl Hello {
             Magic::Proto(order) => order,
             Magic::Tcp => ByteOrder::Little,
         };
-        let Some(version) = read_u32(buf, 4, order) else {
+        let Some(version) = order.u32_at(buf, 4) else {
             return Ok(HelloDecoded::Incomplete { needed: PREFIX_LEN });
         };
         let unknown = HelloError::UnknownVersion {
@@ -438,12 +437,12 @@ fn decode_large(buf: &[u8], at: usize, field: &'static str) -> Result<Nid, Hello
 
 /// A u32 the caller has already checked is in `buf`.
 fn u32_at(buf: &[u8], at: usize, order: ByteOrder) -> u32 {
-    read_u32(buf, at, order).unwrap_or_default()
+    order.u32_at(buf, at).unwrap_or_default()
 }
 
 /// A u64 the caller has already checked is in `buf`.
 fn u64_at(buf: &[u8], at: usize, order: ByteOrder) -> u64 {
-    read_u64(buf, at, order).unwrap_or_default()
+    order.u64_at(buf, at).unwrap_or_default()
 }
 
 /// `count` u32 IPs from `at`; the caller has checked they are in `buf`.
@@ -452,7 +451,7 @@ fn ips_at(buf: &[u8], at: usize, count: usize, order: ByteOrder) -> Vec<Ipv4Addr
     bytes
         .chunks_exact(4)
         .filter_map(|c| <[u8; 4]>::try_from(c).ok())
-        .map(|c| Ipv4Addr::from(order.u32_from(c)))
+        .map(|c| Ipv4Addr::from(order.u32_from_bytes(c)))
         .collect()
 }
 
@@ -461,7 +460,7 @@ fn decode_v2(
     version: ProtoVersion,
     order: ByteOrder,
 ) -> Result<HelloDecoded, HelloError> {
-    let Some(nips) = read_u32(buf, 52, order) else {
+    let Some(nips) = order.u32_at(buf, 52) else {
         return Ok(HelloDecoded::Incomplete {
             needed: HELLO_V2_BYTES,
         });
@@ -565,16 +564,16 @@ impl V1Hello {
         out.extend_from_slice(&LNET_PROTO_TCP_MAGIC.to_le_bytes());
         out.extend_from_slice(&1u16.to_le_bytes());
         out.extend_from_slice(&0u16.to_le_bytes());
-        out.extend_from_slice(&le.u64_bytes(self.src_nid));
-        out.extend_from_slice(&le.u32_bytes(self.dest_pid));
-        out.extend_from_slice(&le.u32_bytes(self.src_pid));
-        out.extend_from_slice(&le.u32_bytes(self.msg_type));
-        out.extend_from_slice(&le.u32_bytes(self.payload_length));
-        out.extend_from_slice(&le.u64_bytes(self.incarnation));
-        out.extend_from_slice(&le.u32_bytes(self.conn_type));
+        le.push_u64(&mut out, self.src_nid);
+        le.push_u32(&mut out, self.dest_pid);
+        le.push_u32(&mut out, self.src_pid);
+        le.push_u32(&mut out, self.msg_type);
+        le.push_u32(&mut out, self.payload_length);
+        le.push_u64(&mut out, self.incarnation);
+        le.push_u32(&mut out, self.conn_type);
         out.resize(HELLO_V1_BYTES, 0);
         for ip in &self.ips {
-            out.extend_from_slice(&le.u32_bytes(u32::from(*ip)));
+            le.push_u32(&mut out, u32::from(*ip));
         }
         out
     }

@@ -11,7 +11,7 @@
 //! All fields are in the sender's byte order, as learnt from its HELLO. The codec only
 //! reports cookies; the LND acts on them ([`KsockHeader::zc_request`], [`KsockHeader::acks`]).
 
-use super::order::{read_u32, read_u64, ByteOrder};
+use lnet::ByteOrder;
 
 /// Bytes of a ksock message header.
 pub const KSOCK_HEADER_BYTES: usize = 24;
@@ -199,19 +199,11 @@ impl KsockHeader {
     /// The header's bytes in `order`.
     pub fn encode_in(&self, order: ByteOrder) -> [u8; KSOCK_HEADER_BYTES] {
         let mut out = [0u8; KSOCK_HEADER_BYTES];
-        let fields = [
-            &order.u32_bytes(self.msg_type.to_u32())[..],
-            &order.u32_bytes(self.csum)[..],
-            &order.u64_bytes(self.zc_cookies[0])[..],
-            &order.u64_bytes(self.zc_cookies[1])[..],
-        ];
-        let mut at = 0;
-        for f in fields {
-            if let Some(dst) = out.get_mut(at..at + f.len()) {
-                dst.copy_from_slice(f);
-            }
-            at += f.len();
-        }
+        // The four fields fill the 24 bytes exactly: every write fits.
+        let _ = order.put_u32_at(&mut out, 0, self.msg_type.to_u32());
+        let _ = order.put_u32_at(&mut out, 4, self.csum);
+        let _ = order.put_u64_at(&mut out, 8, self.zc_cookies[0]);
+        let _ = order.put_u64_at(&mut out, 16, self.zc_cookies[1]);
         out
     }
 
@@ -222,13 +214,13 @@ impl KsockHeader {
             got: buf.len(),
         };
         let b = buf.get(..KSOCK_HEADER_BYTES).ok_or(truncated)?;
-        let msg_type = KsockType::from_u32(read_u32(b, 0, order).unwrap_or_default())?;
+        let msg_type = KsockType::from_u32(order.u32_at(b, 0).unwrap_or_default())?;
         Ok(KsockHeader {
             msg_type,
-            csum: read_u32(b, 4, order).unwrap_or_default(),
+            csum: order.u32_at(b, 4).unwrap_or_default(),
             zc_cookies: [
-                read_u64(b, 8, order).unwrap_or_default(),
-                read_u64(b, 16, order).unwrap_or_default(),
+                order.u64_at(b, 8).unwrap_or_default(),
+                order.u64_at(b, 16).unwrap_or_default(),
             ],
         })
     }

@@ -6,13 +6,12 @@
 use std::net::Ipv4Addr;
 
 use lnet::nid::{LndType, Net, NidAddr};
-use lnet::{Header, Message, Nid, WireHandle};
+use lnet::{ByteOrder, Header, Message, Nid, WireHandle};
 use proptest::prelude::*;
 
 use super::conn_type::ConnType;
 use super::hello::{Hello, ProtoVersion};
 use super::ksock::{KsockHeader, KsockType};
-use super::order::ByteOrder;
 
 /// Hex dump text (optionally with `0000:` offsets) to bytes.
 pub fn unhex(s: &str) -> Vec<u8> {
