@@ -282,7 +282,8 @@ fn parse_numbered_net(text: &str, inner: &str) -> Result<Net, NidError> {
         return Err(unknown());
     }
     let lnd: u8 = t.parse().map_err(|_| unknown())?;
-    if lnd == LndType::ANY.0 {
+    // Only types without a name print this way; a named type is written by its name.
+    if lnd == LndType::ANY.0 || LndType(lnd).name().is_some() {
         return Err(unknown());
     }
     let num = parse_net_number(text, n)?;
@@ -748,6 +749,14 @@ mod tests {
         assert_eq!(n.to_string(), "abc@<17:3>");
         assert_eq!(nid("abc@<17:3>"), n);
         assert_eq!(Net::new(LndType(17), 0).to_string(), "<17:0>");
+        // A named type is written by its name only (`<9:3>` would be `lo3`, which is
+        // not a net).
+        for named in ["<9:3>", "<2:0>", "<000000009:0>"] {
+            assert!(
+                matches!(named.parse::<Net>(), Err(NidError::UnknownNet { .. })),
+                "{named}"
+            );
+        }
     }
 
     #[test]
