@@ -51,6 +51,8 @@ pub struct Field {
 pub struct Pdu {
     /// The direction of the segment it was decoded in.
     pub dir: Dir,
+    /// tshark's TCP stream index (one per connection).
+    pub stream: u32,
     /// Its fields, starting with `lnet.ksm_type`.
     pub fields: Vec<Field>,
 }
@@ -103,6 +105,18 @@ pub fn tools_present() -> bool {
 pub fn decode_session(segments: &[Segment], data_portals: &[u32]) -> Result<Vec<Pdu>, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
     let pcap = write_capture(dir.path(), segments)?;
+    decode_file(&pcap, LNET_PORT, data_portals)
+}
+
+/// Has tshark decode a capture whose socklnd server listens on `server_port`, and
+/// returns every ksock PDU it found, in order. PUT payloads on `data_portals` are shown as
+/// `data.data`.
+pub fn decode_file(
+    pcap: &Path,
+    server_port: u16,
+    data_portals: &[u32],
+) -> Result<Vec<Pdu>, String> {
+    let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
     let lua = dir.path().join("portals.lua");
     std::fs::write(
         &lua,
@@ -111,11 +125,11 @@ pub fn decode_session(segments: &[Segment], data_portals: &[u32]) -> Result<Vec<
          for _, p in ipairs({...}) do t:add(tonumber(p), data) end\n",
     )
     .map_err(|e| format!("write lua: {e}"))?;
-    let portals: Vec<String> = data_portals.iter().map(u32::to_string).collect();
     let mut cmd = Command::new("tshark");
-    cmd.arg("-r").arg(&pcap).args(["-T", "pdml"]);
+    cmd.arg("-r").arg(pcap).args(["-T", "pdml"]);
+    cmd.arg("-d").arg(format!("tcp.port=={server_port},lnet"));
     cmd.arg("-X").arg(format!("lua_script:{}", lua.display()));
-    for p in &portals {
+    for p in data_portals {
         cmd.arg("-X").arg(format!("lua_script1:{p}"));
     }
     let out = cmd.output().map_err(|e| format!("run tshark: {e}"))?;
@@ -126,7 +140,7 @@ pub fn decode_session(segments: &[Segment], data_portals: &[u32]) -> Result<Vec<
         ));
     }
     let xml = String::from_utf8(out.stdout).map_err(|e| format!("tshark output: {e}"))?;
-    parse_pdml(&xml)
+    parse_pdml(&xml, server_port)
 }
 
 fn write_capture(dir: &Path, segments: &[Segment]) -> Result<std::path::PathBuf, String> {
@@ -163,7 +177,7 @@ fn write_capture(dir: &Path, segments: &[Segment]) -> Result<std::path::PathBuf,
     Ok(pcap)
 }
 
-fn parse_pdml(xml: &str) -> Result<Vec<Pdu>, String> {
+fn parse_pdml(xml: &str, server_port: u16) -> Result<Vec<Pdu>, String> {
     let doc = roxmltree::Document::parse(xml).map_err(|e| format!("PDML: {e}"))?;
     let mut pdus = Vec::new();
     for packet in doc.descendants().filter(|n| n.has_tag_name("packet")) {
@@ -171,16 +185,25 @@ fn parse_pdml(xml: &str) -> Result<Vec<Pdu>, String> {
             .descendants()
             .filter(|n| n.has_tag_name("field"))
             .collect();
-        let src_port = fields
-            .iter()
-            .find(|f| f.attribute("name") == Some("tcp.srcport"))
-            .and_then(|f| f.attribute("show"))
-            .ok_or("packet without tcp.srcport")?;
-        let dir = if src_port == CLIENT_PORT.to_string() {
-            Dir::ToServer
-        } else {
-            Dir::ToClient
+        let shown = |name: &str| {
+            fields
+                .iter()
+                .find(|f| f.attribute("name") == Some(name))
+                .and_then(|f| f.attribute("show"))
+                .ok_or_else(|| format!("packet without {name}"))
         };
+        // Knock markers (UDP) and anything else without TCP carry no socklnd bytes.
+        if shown("tcp.srcport").is_err() {
+            continue;
+        }
+        let dir = if shown("tcp.srcport")? == server_port.to_string() {
+            Dir::ToClient
+        } else {
+            Dir::ToServer
+        };
+        let stream: u32 = shown("tcp.stream")?
+            .parse()
+            .map_err(|e| format!("tcp.stream: {e}"))?;
         for f in fields {
             let name = f.attribute("name").unwrap_or_default();
             if !(name.starts_with("lnet.") || name == "data.data") {
@@ -198,6 +221,7 @@ fn parse_pdml(xml: &str) -> Result<Vec<Pdu>, String> {
             if name == "lnet.ksm_type" {
                 pdus.push(Pdu {
                     dir,
+                    stream,
                     fields: Vec::new(),
                 });
             }
@@ -224,4 +248,106 @@ fn unhex(text: &str) -> Result<Vec<u8>, String> {
                 .ok_or_else(|| format!("bad hex {text:?}"))
         })
         .collect()
+}
+
+/// A live capture of one TCP port on the loopback interface, with dumpcap.
+pub struct LiveCapture {
+    child: std::process::Child,
+    file: std::path::PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl LiveCapture {
+    /// Starts capturing TCP port `port` on `lo` and returns once dumpcap writes what it
+    /// sees.
+    pub fn start(port: u16) -> Result<LiveCapture, String> {
+        use std::io::BufRead as _;
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let file = dir.path().join("live.pcapng");
+        let mut child = Command::new("dumpcap")
+            .args(["-q", "-i", "lo", "-f"])
+            .arg(format!("tcp port {port} or udp port {port}"))
+            .arg("-w")
+            .arg(&file)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("run dumpcap: {e}"))?;
+        let stderr = child.stderr.take().ok_or("dumpcap has no stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // dumpcap names the file once it captures; anything else it says is
+            // informational. If it exits first the channel closes.
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if line.starts_with("File:") {
+                    let _ = tx.send(());
+                }
+            }
+        });
+        let capture = LiveCapture {
+            child,
+            file,
+            port,
+            _dir: dir,
+        };
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| format!("dumpcap did not start capturing: {e}"))?;
+        capture.knock()?;
+        Ok(capture)
+    }
+
+    /// Sends a UDP datagram with a unique marker to the captured port number and waits
+    /// (at most 200 times 50 ms) until the marker is in the capture file: then everything
+    /// captured before it is in the file too. dumpcap names its file a moment before its
+    /// filter sees packets, and holds packets for a while before writing them, so this is
+    /// both the start and the flush barrier.
+    fn knock(&self) -> Result<(), String> {
+        static KNOCKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = KNOCKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut marker = b"lnet-router-knock".to_vec();
+        marker.extend_from_slice(&std::process::id().to_le_bytes());
+        marker.extend_from_slice(&n.to_le_bytes());
+        let socket = std::net::UdpSocket::bind(("127.0.0.1", 0))
+            .map_err(|e| format!("knock socket: {e}"))?;
+        let (_never, pause) = std::sync::mpsc::channel::<()>();
+        for _ in 0..200 {
+            let _ = socket.send_to(&marker, ("127.0.0.1", self.port));
+            let _ = pause.recv_timeout(std::time::Duration::from_millis(50));
+            let bytes = std::fs::read(&self.file).unwrap_or_default();
+            if bytes.windows(marker.len()).any(|w| w == marker.as_slice()) {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "dumpcap did not write the knock on port {} within 10 s",
+            self.port
+        ))
+    }
+
+    /// Stops the capture and has tshark decode it.
+    pub fn finish(mut self, data_portals: &[u32]) -> Result<Vec<Pdu>, String> {
+        self.knock()?;
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .map_err(|e| format!("kill: {e}"))?;
+        if !status.success() {
+            return Err("could not stop dumpcap".into());
+        }
+        self.child
+            .wait()
+            .map_err(|e| format!("wait dumpcap: {e}"))?;
+        decode_file(&self.file, self.port, data_portals)
+    }
+}
+
+impl Drop for LiveCapture {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
