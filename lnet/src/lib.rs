@@ -1,15 +1,25 @@
-//! The LNet protocol, pure and synchronous: NIDs, the LNet header, ping and push buffers
-//! and the acceptor request.
+//! The LNet protocol, pure and synchronous: NIDs, the LNet header, ping and push buffers,
+//! the acceptor request, and the rules of LNet Health (what each message status does,
+//! health values, recovery queues and their backoff, timeouts, response tracking, path
+//! selection, global tunables).
 //!
-//! Nothing here does I/O, reads a clock or spawns a task. Decoders take byte slices and
-//! return typed errors; they never panic. Every layout comes from the protocol reference
-//! in the project's `spec/` documents.
+//! Nothing here does I/O, reads a clock or spawns a task: time is an argument
+//! ([`time::Millis`]). Decoders take byte slices and return typed errors; they never panic.
+//! Every layout and rule comes from the protocol reference in the project's `spec/`
+//! documents.
 
 pub mod acceptor;
 pub mod header;
+pub mod health;
 pub mod nid;
 pub mod order;
 pub mod ping;
+pub mod recovery;
+pub mod response;
+pub mod selection;
+pub mod time;
+pub mod timeouts;
+pub mod tunables;
 
 pub use acceptor::{
     AcceptorError, AcceptorRequest, AcceptorVersion, ACCEPTOR_MAGIC, ACCEPTOR_PORT,
