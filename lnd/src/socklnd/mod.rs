@@ -4,5 +4,24 @@
 //! handshake, the 24-byte ksock message header, the optional V2 checksum, and a sans-io
 //! deframer that turns a byte stream into events. It opens no sockets, spawns no tasks and
 //! reads no clock.
+//!
+//! The driver around it ([`SockLnd`], behind [`crate::Lnd`]) keeps its protocol decisions
+//! in plain modules too: [`placement`] (which connection carries which frame),
+//! [`credits`] (tx credit accounting), [`status`] (failures to health statuses) and the
+//! decision functions of [`handshake`]. The tokio layer is [`ni`] (acceptor, NI),
+//! `peer` (one task per peer: connections, queue, credits) and `conn` (a connection's
+//! reader and writer tasks).
 
+pub mod config;
+mod conn;
+pub mod credits;
+pub mod handshake;
+pub mod ni;
+mod peer;
+pub mod placement;
+pub mod status;
 pub mod wire;
+
+pub use config::SockLndConfig;
+pub use ni::{SockLnd, StartError};
+pub use peer::PeerStats;

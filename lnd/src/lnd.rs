@@ -1,0 +1,235 @@
+//! The interface every LND offers the layers above it (socklnd now; o2iblnd and the test
+//! fabric later).
+//!
+//! * [`Lnd::start`] brings one NI up; [`Lnd::stop`] takes it down.
+//! * [`Lnd::send`] queues one LNet message (header and payload) for a peer NID. Every
+//!   message it accepts is finished exactly once with a [`TxCompletion`] carrying an LNet
+//!   [`HealthStatus`] and the NI it charges, through [`LndHandler::on_send_complete`].
+//! * Received messages come to the [`LndHandler`] in two steps: the header first
+//!   ([`LndHandler::on_header`]), so the caller can decide where the payload goes (a router
+//!   buffer, nowhere, or close the connection); the connection reads nothing more until
+//!   that decision is made, which is how a lack of buffers becomes TCP back-pressure.
+//!   Then the whole message ([`LndHandler::on_message`]).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use lnet::health::HealthStatus;
+use lnet::{Header, Nid, ProcessId};
+
+/// The caller's name for one send; it comes back in the send's [`TxCompletion`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TxId(pub u64);
+
+/// One LNet message to send to a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxRequest {
+    /// The caller's name for this send.
+    pub id: TxId,
+    /// The next hop: a peer NI on this NI's net (pid 12345). Not necessarily the header's
+    /// `dest_nid`, which names the final destination.
+    pub peer: Nid,
+    /// The LNet header, sent as it is.
+    pub header: Header,
+    /// Exactly `header.payload_length` bytes.
+    pub payload: Bytes,
+}
+
+/// How one send ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxCompletion {
+    /// The send's name.
+    pub id: TxId,
+    /// The local NI the send used (the one a local status charges).
+    pub ni: Nid,
+    /// The peer NI it went to (the one a remote status charges).
+    pub peer: Nid,
+    /// The health status: [`HealthStatus::Ok`] once the whole frame was handed to the
+    /// transport; see [`HealthStatus::charge`] for who pays otherwise.
+    pub status: HealthStatus,
+    /// Why it failed, for logs; `None` when OK.
+    pub reason: Option<String>,
+}
+
+impl TxCompletion {
+    /// The NIs whose health this completion lowers (see [`HealthStatus::charge`]): the
+    /// local NI, the peer NI, both, or neither when OK.
+    pub fn charged(&self) -> Charged {
+        let charge = self.status.charge();
+        Charged {
+            local_ni: charge.local_ni.then_some(self.ni),
+            peer_ni: charge.peer_ni.then_some(self.peer),
+        }
+    }
+}
+
+/// The NIs a failed send charges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Charged {
+    /// The local NI, if it pays.
+    pub local_ni: Option<Nid>,
+    /// The peer NI, if it pays.
+    pub peer_ni: Option<Nid>,
+}
+
+/// An LNet header that arrived, before its payload is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxHeader {
+    /// The local NI it arrived on.
+    pub ni: Nid,
+    /// The peer that sent it on this hop (not necessarily the header's `src_nid`).
+    pub from: ProcessId,
+    /// The header; it passed the receive checks every node applies
+    /// ([`Header::check_lnet`]).
+    pub header: Header,
+}
+
+/// What to do with the payload of a message whose header arrived.
+#[derive(Debug)]
+pub enum RxDecision {
+    /// Read the payload into this buffer (cleared first and grown if it is too small),
+    /// then call [`LndHandler::on_message`].
+    Receive(BytesMut),
+    /// Read the payload and throw it away (e.g. routing is disabled); keep the connection.
+    Discard,
+    /// A protocol error: close the connection the message came on.
+    Close,
+}
+
+/// A message received whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RxMessage {
+    /// The local NI it arrived on.
+    pub ni: Nid,
+    /// The peer that sent it on this hop.
+    pub from: ProcessId,
+    /// The header.
+    pub header: Header,
+    /// Exactly `header.payload_length` bytes, in the buffer the caller chose.
+    pub payload: Bytes,
+}
+
+/// What an LND tells the layer above it.
+///
+/// The LND calls these from its own tasks. [`LndHandler::on_header`] and
+/// [`LndHandler::on_message`] may wait (the connection reads nothing meanwhile);
+/// [`LndHandler::on_send_complete`] must not block: completions come from the task that
+/// also drives the peer's sends. There is at most one completion per accepted send, so a
+/// caller that bounds what it sends bounds what comes back.
+pub trait LndHandler: Send + Sync + 'static {
+    /// A header arrived: decide where its payload goes.
+    fn on_header(&self, rx: RxHeader) -> impl Future<Output = RxDecision> + Send;
+    /// A message whose payload the caller asked for is in.
+    fn on_message(&self, msg: RxMessage) -> impl Future<Output = ()> + Send;
+    /// A send accepted by [`Lnd::send`] is finished.
+    fn on_send_complete(&self, done: TxCompletion);
+}
+
+/// Why [`Lnd::send`] refused a message (no completion follows a refusal).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The NI is stopped or stopping.
+    #[error("NI {ni} is stopped")]
+    Stopped {
+        /// The NI.
+        ni: Nid,
+    },
+    /// The peer is not on this NI's net.
+    #[error("peer {peer} is not on the net of NI {ni}")]
+    WrongNet {
+        /// The peer.
+        peer: Nid,
+        /// The NI.
+        ni: Nid,
+    },
+    /// The peer has no address this LND can reach (e.g. no IPv4 address for socklnd).
+    #[error("peer {peer} has no address this LND can reach")]
+    Unreachable {
+        /// The peer.
+        peer: Nid,
+    },
+    /// The peer is this NI itself.
+    #[error("peer {peer} is this NI")]
+    SelfSend {
+        /// The peer.
+        peer: Nid,
+    },
+    /// The payload is not as long as the header says, or the header cannot be sent.
+    #[error("bad message for {peer}: {reason}")]
+    BadMessage {
+        /// The peer.
+        peer: Nid,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// One LNet network driver, running one NI.
+pub trait Lnd: Sized + Send + Sync + 'static {
+    /// What it takes to start an NI.
+    type Config: Send;
+    /// Who it reports to.
+    type Handler: LndHandler;
+    /// The error [`Lnd::start`] can fail with.
+    type StartError: std::error::Error + Send + Sync + 'static;
+
+    /// Brings the NI up (e.g. opens its listener).
+    fn start(
+        config: Self::Config,
+        handler: Arc<Self::Handler>,
+    ) -> impl Future<Output = Result<Self, Self::StartError>> + Send;
+
+    /// The NI's NID.
+    fn nid(&self) -> Nid;
+
+    /// Queues a message for its peer. Waits while the peer's queue is full (bounded
+    /// buffering: back-pressure reaches the caller); an accepted message is finished
+    /// later by [`LndHandler::on_send_complete`].
+    fn send(&self, tx: TxRequest) -> impl Future<Output = Result<(), SendError>> + Send;
+
+    /// Takes the NI down: stops accepting, closes every connection, and finishes every
+    /// send not yet handed to the network with [`HealthStatus::LocalAborted`].
+    fn stop(self) -> impl Future<Output = ()> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completion_charges_the_nis_its_status_names() {
+        let ni: Nid = "10.0.0.1@tcp".parse().unwrap();
+        let peer: Nid = "10.0.0.2@tcp".parse().unwrap();
+        let done = |status| TxCompletion {
+            id: TxId(1),
+            ni,
+            peer,
+            status,
+            reason: None,
+        };
+        assert_eq!(done(HealthStatus::Ok).charged(), Charged::default());
+        assert_eq!(
+            done(HealthStatus::LocalTimeout).charged(),
+            Charged {
+                local_ni: Some(ni),
+                peer_ni: None
+            }
+        );
+        assert_eq!(
+            done(HealthStatus::RemoteDropped).charged(),
+            Charged {
+                local_ni: None,
+                peer_ni: Some(peer)
+            }
+        );
+        assert_eq!(
+            done(HealthStatus::NetworkTimeout).charged(),
+            Charged {
+                local_ni: Some(ni),
+                peer_ni: Some(peer)
+            }
+        );
+    }
+}

@@ -1,0 +1,292 @@
+//! A socklnd NI: the acceptor and the peer tasks behind the [`Lnd`] trait.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lnet::acceptor::RESERVED_PORTS;
+use lnet::{HeaderForm, Nid, ProcessId};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::config::{ConfigError, SockLndConfig};
+use super::handshake::{self, HandshakeError, PassiveDecision};
+use super::peer::{NiShared, PeerCmd, PeerStats, Peers};
+use crate::lnd::{Lnd, LndHandler, SendError, TxRequest};
+
+/// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
+
+/// Why a socklnd NI did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration is not usable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The acceptor could not listen.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One socklnd NI.
+pub struct SockLnd<H: LndHandler> {
+    shared: Arc<NiShared<H>>,
+    stop_tx: watch::Sender<bool>,
+    listener: Option<JoinHandle<()>>,
+    local_addr: Option<SocketAddr>,
+}
+
+impl<H: LndHandler> std::fmt::Debug for SockLnd<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SockLnd")
+            .field("nid", &self.shared.me.nid)
+            .field("listen", &self.local_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<H: LndHandler> SockLnd<H> {
+    /// The address the acceptor listens on, if it listens.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// The NI's configuration.
+    pub fn config(&self) -> &SockLndConfig {
+        &self.shared.cfg
+    }
+
+    /// A snapshot of peer `nid` (pid 12345), if the NI has heard of it.
+    pub async fn peer_stats(&self, nid: Nid) -> Option<PeerStats> {
+        let cmd = {
+            let peers = self.shared.peers.lock().ok()?;
+            peers.map.get(&ProcessId::lustre(nid))?.cmd.clone()
+        };
+        let (reply, rx) = oneshot::channel();
+        cmd.send(PeerCmd::Stats { reply }).await.ok()?;
+        rx.await.ok()
+    }
+}
+
+fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+impl<H: LndHandler> Lnd for SockLnd<H> {
+    type Config = SockLndConfig;
+    type Handler = H;
+    type StartError = StartError;
+
+    async fn start(config: SockLndConfig, handler: Arc<H>) -> Result<Self, StartError> {
+        config.validate()?;
+        let listener = match config.listen {
+            Some(addr) => Some(
+                listen(addr, config.backlog)
+                    .map_err(|source| StartError::Listen { addr, source })?,
+            ),
+            None => None,
+        };
+        let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let credits = usize::try_from(config.credits).unwrap_or(usize::MAX);
+        let shared = Arc::new(NiShared {
+            me: ProcessId::lustre(config.nid),
+            cfg: config,
+            handler,
+            ni_credits: Arc::new(Semaphore::new(credits.min(Semaphore::MAX_PERMITS))),
+            next_conn: AtomicU64::new(1),
+            stop: stop_rx,
+            peers: Mutex::new(Peers::default()),
+        });
+        let listener = listener.map(|l| tokio::spawn(accept_loop(shared.clone(), l)));
+        tracing::info!(nid = %shared.me.nid, listen = ?local_addr, "socklnd: NI up");
+        Ok(SockLnd {
+            shared,
+            stop_tx,
+            listener,
+            local_addr,
+        })
+    }
+
+    fn nid(&self) -> Nid {
+        self.shared.me.nid
+    }
+
+    async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
+        let ni = self.shared.me.nid;
+        let peer = tx.peer;
+        if peer.net != ni.net {
+            return Err(SendError::WrongNet { peer, ni });
+        }
+        if peer == ni {
+            return Err(SendError::SelfSend { peer });
+        }
+        if peer.addr_u32().is_none() {
+            return Err(SendError::Unreachable { peer });
+        }
+        let bad = |reason: String| SendError::BadMessage { peer, reason };
+        if usize::try_from(tx.header.payload_length).ok() != Some(tx.payload.len()) {
+            return Err(bad(format!(
+                "header says {} bytes of payload, payload has {}",
+                tx.header.payload_length,
+                tx.payload.len()
+            )));
+        }
+        tx.header.check_lnet().map_err(|e| bad(e.to_string()))?;
+        let mut probe = Vec::new();
+        tx.header
+            .encode_into(HeaderForm::Nid4, &mut probe)
+            .map_err(|e| bad(e.to_string()))?;
+        let handle = self
+            .shared
+            .peer(ProcessId::lustre(peer))
+            .ok_or(SendError::Stopped { ni })?;
+        handle
+            .data
+            .send(tx)
+            .await
+            .map_err(|_| SendError::Stopped { ni })
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop_tx.send(true);
+        if let Some(l) = self.listener.take() {
+            l.abort();
+            let _ = l.await;
+        }
+        let tasks: Vec<JoinHandle<()>> = match self.shared.peers.lock() {
+            Ok(mut peers) => {
+                peers.stopped = true;
+                std::mem::take(&mut peers.map)
+                    .into_values()
+                    .map(|e| e.task)
+                    .collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for t in tasks {
+            let _ = t.await;
+        }
+        tracing::info!(nid = %self.shared.me.nid, "socklnd: NI down");
+    }
+}
+
+impl<H: LndHandler> Drop for SockLnd<H> {
+    fn drop(&mut self) {
+        let _ = self.stop_tx.send(true);
+        if let Some(l) = self.listener.take() {
+            l.abort();
+        }
+        if let Ok(mut peers) = self.shared.peers.lock() {
+            peers.stopped = true;
+            peers.map = HashMap::new();
+        }
+    }
+}
+
+async fn accept_loop<H: LndHandler>(shared: Arc<NiShared<H>>, listener: TcpListener) {
+    let mut handshakes = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, from)) => {
+                    let shared = shared.clone();
+                    handshakes.spawn(async move {
+                        if let Err(e) = serve_passive(&shared, stream, from).await {
+                            tracing::warn!(nid = %shared.me.nid, %from, "socklnd: incoming connection refused: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(nid = %shared.me.nid, "socklnd: accept failed: {e}");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                }
+            },
+            Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
+        }
+    }
+}
+
+/// Why an incoming connection was not registered.
+#[derive(Debug, thiserror::Error)]
+enum PassiveError {
+    #[error(transparent)]
+    Handshake(#[from] HandshakeError),
+    #[error("{peer} refused: {decision:?}")]
+    Refused {
+        peer: ProcessId,
+        decision: PassiveDecision,
+    },
+    #[error("NI stopping")]
+    Stopping,
+}
+
+async fn serve_passive<H: LndHandler>(
+    shared: &Arc<NiShared<H>>,
+    mut stream: TcpStream,
+    from: SocketAddr,
+) -> Result<(), PassiveError> {
+    if from.port() > *RESERVED_PORTS.end() {
+        return Err(HandshakeError::UnreservedPort { port: from.port() }.into());
+    }
+    let cfg = &shared.cfg;
+    let limit = cfg.accept_timeout;
+    let (hello, order) =
+        handshake::read_request(&mut stream, shared.me, cfg.incarnation, limit).await?;
+    let peer_id = hello.src();
+    let peer = shared.peer(peer_id).ok_or(PassiveError::Stopping)?;
+    let (reply_tx, reply_rx) = oneshot::channel();
+    peer.cmd
+        .send(PeerCmd::Offer {
+            hello: hello.clone(),
+            loopback: from.ip().is_loopback(),
+            reply: reply_tx,
+        })
+        .await
+        .map_err(|_| PassiveError::Stopping)?;
+    let decision = reply_rx.await.map_err(|_| PassiveError::Stopping)?;
+    let reply = hello.reply(shared.me, cfg.incarnation, decision.reply_ctype());
+    let written = match reply.encode() {
+        Ok(bytes) => handshake::write_within(&mut stream, "HELLO reply", limit, &bytes).await,
+        Err(e) => Err(HandshakeError::Hello(e)),
+    };
+    match (decision, written) {
+        (PassiveDecision::Accept { ctype }, Ok(())) => {
+            let attach = PeerCmd::Attach {
+                stream,
+                hello,
+                order,
+                ctype,
+            };
+            peer.cmd
+                .send(attach)
+                .await
+                .map_err(|_| PassiveError::Stopping)?;
+            Ok(())
+        }
+        (PassiveDecision::Accept { ctype }, Err(e)) => {
+            let _ = peer.cmd.send(PeerCmd::Withdraw { ctype }).await;
+            Err(e.into())
+        }
+        (decision, _) => Err(PassiveError::Refused {
+            peer: peer_id,
+            decision,
+        }),
+    }
+}

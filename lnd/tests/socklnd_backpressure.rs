@@ -1,0 +1,126 @@
+//! While the upper layer has not said where a payload goes, the connection reads nothing:
+//! the sender's credits run out and its sends wait, and nothing is lost once the upper
+//! layer catches up.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod socklnd_support;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use lnd::socklnd::SockLnd;
+use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnet::health::HealthStatus;
+use socklnd_support::*;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Takes a permit from `gate` before deciding on each header; discards odd-numbered
+/// payloads (by `offset`) to exercise both decisions.
+struct Gated {
+    gate: Arc<Semaphore>,
+    headers: Arc<AtomicUsize>,
+    msgs: mpsc::Sender<RxMessage>,
+}
+
+impl LndHandler for Gated {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        self.headers.fetch_add(1, Ordering::SeqCst);
+        if let Ok(p) = self.gate.acquire().await {
+            p.forget();
+        }
+        match rx.header.msg {
+            lnet::Message::Put { offset, .. } if offset % 2 == 1 => RxDecision::Discard,
+            _ => RxDecision::Receive(BytesMut::new()),
+        }
+    }
+
+    async fn on_message(&self, msg: RxMessage) {
+        let _ = self.msgs.send(msg).await;
+    }
+
+    fn on_send_complete(&self, _done: TxCompletion) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_upper_layer_holds_the_sender_back() {
+    let gate = Arc::new(Semaphore::new(0));
+    let headers = Arc::new(AtomicUsize::new(0));
+    let (msgs_tx, mut msgs) = mpsc::channel(64);
+    let b = SockLnd::start(
+        config("127.0.0.28", 20014),
+        Arc::new(Gated {
+            gate: gate.clone(),
+            headers: headers.clone(),
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut cfg = config("127.0.0.29", 20014);
+    cfg.peer_credits = 2;
+    cfg.peer_queue = 2;
+    let mut a = Node::start(cfg).await;
+    let (an, bn) = (a.nid(), b.nid());
+
+    let payload = pattern(1 << 20, 4);
+    let mut accepted = 0u32;
+    loop {
+        let mut header = put(an, bn, &payload, false);
+        if let lnet::Message::Put { offset, .. } = &mut header.msg {
+            *offset = accepted;
+        }
+        let tx = TxRequest {
+            id: TxId(u64::from(accepted)),
+            peer: bn,
+            header,
+            payload: payload.clone(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => break,
+        }
+        accepted += 1;
+        assert!(accepted < 200, "the sender was never held back");
+    }
+    // Each connection the messages came on read one header and nothing after it (the
+    // first message may have gone on CONTROL before BULK_OUT was up).
+    let seen = headers.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&seen), "{seen} headers");
+
+    // Let the upper layer decide on everything: every kept message arrives (in order
+    // per connection; the first may have used another connection), the discarded ones
+    // are not handed up.
+    gate.add_permits(1000);
+    let mut offsets = std::collections::BTreeSet::new();
+    for _ in (0..accepted).filter(|i| i % 2 == 0) {
+        let m = next(&mut msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert_eq!(m.payload, payload);
+        offsets.insert(offset);
+    }
+    let kept: std::collections::BTreeSet<u32> = (0..accepted).filter(|i| i % 2 == 0).collect();
+    assert_eq!(offsets, kept);
+    for _ in 0..accepted {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    // Every header reached the upper layer (the last may be a discarded one).
+    tokio::time::timeout(WAIT, async {
+        while headers.load(Ordering::SeqCst) < accepted as usize {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("not every header arrived");
+    assert_eq!(headers.load(Ordering::SeqCst), accepted as usize);
+    a.lnd.stop().await;
+    b.stop().await;
+}

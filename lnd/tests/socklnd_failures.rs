@@ -1,0 +1,275 @@
+//! socklnd credits, queueing and failures over real loopback sockets, against fake
+//! kernel peers that stop reading or reset their connections. Each test has its own
+//! acceptor port; every wait is bounded.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod socklnd_support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use lnd::socklnd::wire::ConnType;
+use lnd::{Lnd, TxCompletion, TxId, TxRequest};
+use lnet::health::HealthStatus;
+use socklnd_support::*;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// Accepts and answers every connection on `listener` and keeps it open without reading
+/// it; each accepted connection is also passed to `out`.
+fn silent_peer(listener: TcpListener, me: lnet::Nid, out: mpsc::Sender<Accepted>) {
+    tokio::spawn(async move {
+        loop {
+            let mut a = accept_request(&listener).await;
+            let ctype = a.hello.ctype.invert();
+            answer(&mut a, me, ctype).await;
+            if out.send(a).await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Collects `n` completions and checks each send finished exactly once.
+async fn completions(done: &mut mpsc::Receiver<TxCompletion>, n: usize) -> Vec<HealthStatus> {
+    let mut ids = HashSet::new();
+    let mut statuses = Vec::new();
+    for _ in 0..n {
+        let done = next(done).await;
+        assert!(ids.insert(done.id), "{:?} completed twice", done.id);
+        statuses.push(done.status);
+    }
+    statuses
+}
+
+/// Sends `n` copies of a message to `peer` while collecting their completions.
+async fn send_and_collect(
+    node: &mut Node,
+    n: usize,
+    peer: lnet::Nid,
+    header: lnet::Header,
+    payload: Bytes,
+) -> Vec<HealthStatus> {
+    let Node { lnd, done, .. } = node;
+    let sending = async {
+        for i in 0..n {
+            let tx = TxRequest {
+                id: TxId(i as u64),
+                peer,
+                header,
+                payload: payload.clone(),
+            };
+            tokio::time::timeout(WAIT, lnd.send(tx))
+                .await
+                .expect("send waited too long")
+                .unwrap();
+        }
+    };
+    let ((), statuses) = tokio::join!(sending, completions(done, n));
+    statuses
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credits_bound_buffering_and_stop_finishes_every_send() {
+    let fake = nid("127.0.0.16@tcp");
+    let (conns_tx, mut conns) = mpsc::channel(16);
+    silent_peer(listen("127.0.0.16:20008").await, fake, conns_tx);
+    let mut cfg = config("127.0.0.17", 20008);
+    cfg.listen = None;
+    cfg.peer_credits = 2;
+    cfg.peer_queue = 4;
+    let a = Node::start(cfg).await;
+    let an = a.nid();
+
+    // The peer never reads: once TCP's buffers are full, two messages hold the peer
+    // credits, four wait in the queue, and the next send waits.
+    let payload = pattern(1 << 20, 1);
+    let header = put(an, fake, &payload, false);
+    let mut accepted = 0u64;
+    loop {
+        let tx = TxRequest {
+            id: TxId(accepted),
+            peer: fake,
+            header,
+            payload: payload.clone(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => break,
+        }
+        accepted += 1;
+        assert!(accepted < 200, "sends never waited: buffering is unbounded");
+    }
+    let stats = a.lnd.peer_stats(fake).await.unwrap();
+    assert_eq!(stats.queued, 4, "{stats:?}");
+    assert_eq!(stats.in_flight, 2, "{stats:?}");
+    assert_eq!(stats.credits, -4, "{stats:?}");
+    assert!(stats.min_credits <= -4, "{stats:?}");
+    let mut kept = Vec::new();
+    while let Ok(c) = conns.try_recv() {
+        kept.push(c);
+    }
+    assert!(!kept.is_empty());
+
+    // Stopping finishes every accepted send exactly once: written ones OK, the rest
+    // LOCAL_ABORTED.
+    let Node { lnd, mut done, .. } = a;
+    lnd.stop().await;
+    let statuses = completions(&mut done, accepted as usize).await;
+    assert!(statuses
+        .iter()
+        .all(|s| matches!(s, HealthStatus::Ok | HealthStatus::LocalAborted)));
+    let aborted = statuses
+        .iter()
+        .filter(|s| **s == HealthStatus::LocalAborted)
+        .count();
+    assert!(aborted >= 6, "{statuses:?}");
+    assert!(
+        done.recv().await.is_none(),
+        "no completion after the last one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_writes_and_stale_queues_time_out() {
+    let fake = nid("127.0.0.18@tcp");
+    let (conns_tx, mut conns) = mpsc::channel(64);
+    silent_peer(listen("127.0.0.18:20009").await, fake, conns_tx);
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Some(c) = conns.recv().await {
+            kept.push(c);
+        }
+    });
+    let mut cfg = config("127.0.0.19", 20009);
+    cfg.listen = None;
+    cfg.peer_credits = 1;
+    cfg.peer_queue = 8;
+    cfg.timeout = Duration::from_secs(1);
+    let mut a = Node::start(cfg).await;
+    let an = a.nid();
+    let n = 24;
+    let payload = pattern(1 << 20, 2);
+    let header = put(an, fake, &payload, false);
+    let statuses = send_and_collect(&mut a, n, fake, header, payload).await;
+    assert!(
+        statuses.iter().all(|s| matches!(
+            s,
+            HealthStatus::Ok | HealthStatus::LocalTimeout | HealthStatus::NetworkTimeout
+        )),
+        "{statuses:?}"
+    );
+    // Timeout before send: queued while connected.
+    assert!(
+        statuses.contains(&HealthStatus::LocalTimeout),
+        "{statuses:?}"
+    );
+    // Timeout after send: the frame being written when the connection stalled.
+    assert!(
+        statuses.contains(&HealthStatus::NetworkTimeout),
+        "{statuses:?}"
+    );
+    a.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_while_writing_completes_remote_dropped() {
+    let fake = nid("127.0.0.20@tcp");
+    let listener = listen("127.0.0.20:20010").await;
+    let mut cfg = config("127.0.0.21", 20010);
+    cfg.listen = None;
+    let mut a = Node::start(cfg).await;
+    let an = a.nid();
+    let n = 16;
+    let payload = pattern(1 << 20, 3);
+    let header = put(an, fake, &payload, false);
+    tokio::spawn(async move {
+        let set = accept_set(&listener, fake, 3).await;
+        drop(listener); // reconnects are refused
+        let mut streams: Vec<_> = set.into_iter().map(|c| (c.hello.ctype, c.stream)).collect();
+        // Read 2 MiB of bulk, so the NI is mid-stream, then reset every connection.
+        if let Some((_, s)) = streams.iter_mut().find(|(t, _)| *t == ConnType::BulkOut) {
+            let mut buf = vec![0u8; 2 << 20];
+            tokio::time::timeout(WAIT, s.read_exact(&mut buf))
+                .await
+                .unwrap()
+                .unwrap();
+        }
+        for (_, s) in streams {
+            socket2::SockRef::from(&s)
+                .set_linger(Some(Duration::ZERO))
+                .unwrap();
+            drop(s);
+        }
+    });
+    let statuses = send_and_collect(&mut a, n, fake, header, payload).await;
+    assert!(
+        statuses
+            .iter()
+            .all(|s| matches!(s, HealthStatus::Ok | HealthStatus::RemoteDropped)),
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.contains(&HealthStatus::RemoteDropped),
+        "{statuses:?}"
+    );
+    a.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ni_credits_are_shared_by_every_peer() {
+    let (x, y) = (nid("127.0.0.30@tcp"), nid("127.0.0.31@tcp"));
+    let (conns_tx, mut conns) = mpsc::channel(64);
+    silent_peer(listen("127.0.0.30:20015").await, x, conns_tx.clone());
+    silent_peer(listen("127.0.0.31:20015").await, y, conns_tx);
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Some(c) = conns.recv().await {
+            kept.push(c);
+        }
+    });
+    let mut cfg = config("127.0.0.32", 20015);
+    cfg.listen = None;
+    cfg.credits = 1;
+    cfg.peer_queue = 2;
+    let a = Node::start(cfg).await;
+    let an = a.nid();
+
+    // X stops reading: its stalled frame holds the NI's only credit.
+    let payload = pattern(1 << 20, 6);
+    let mut sent = 0u64;
+    loop {
+        let tx = TxRequest {
+            id: TxId(sent),
+            peer: x,
+            header: put(an, x, &payload, false),
+            payload: payload.clone(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => break,
+        }
+        sent += 1;
+        assert!(sent < 200, "sends to X never waited");
+    }
+    let sx = a.lnd.peer_stats(x).await.unwrap();
+    assert_eq!(sx.in_flight, 1, "{sx:?}");
+
+    // Y is connected and has credits of its own, but no NI credit is left.
+    a.send(1000, y, get(an, y, 272), Bytes::new()).await;
+    wait_conns(&a.lnd, y, 3).await;
+    let sy = a.lnd.peer_stats(y).await.unwrap();
+    assert_eq!((sy.queued, sy.in_flight), (1, 0), "{sy:?}");
+
+    let Node { lnd, mut done, .. } = a;
+    lnd.stop().await;
+    let statuses = completions(&mut done, sent as usize + 1).await;
+    assert!(statuses.contains(&HealthStatus::LocalAborted));
+}
