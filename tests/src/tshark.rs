@@ -128,6 +128,9 @@ pub fn decode_file(
     let mut cmd = Command::new("tshark");
     cmd.arg("-r").arg(pcap).args(["-T", "pdml"]);
     cmd.arg("-d").arg(format!("tcp.port=={server_port},lnet"));
+    // A real capture under load can hold a TCP retransmission; without this tshark gives
+    // up reassembling the PDU it belongs to.
+    cmd.args(["-o", "tcp.reassemble_out_of_order:TRUE"]);
     cmd.arg("-X").arg(format!("lua_script:{}", lua.display()));
     for p in data_portals {
         cmd.arg("-X").arg(format!("lua_script1:{p}"));
@@ -255,6 +258,7 @@ pub struct LiveCapture {
     child: std::process::Child,
     file: std::path::PathBuf,
     port: u16,
+    said: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -266,7 +270,7 @@ impl LiveCapture {
         let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
         let file = dir.path().join("live.pcapng");
         let mut child = Command::new("dumpcap")
-            .args(["-q", "-i", "lo", "-f"])
+            .args(["-q", "-i", "lo", "-B", "64", "-f"])
             .arg(format!("tcp port {port} or udp port {port}"))
             .arg("-w")
             .arg(&file)
@@ -275,9 +279,11 @@ impl LiveCapture {
             .map_err(|e| format!("run dumpcap: {e}"))?;
         let stderr = child.stderr.take().ok_or("dumpcap has no stderr")?;
         let (tx, rx) = std::sync::mpsc::channel();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = std::sync::Arc::clone(&said);
         std::thread::spawn(move || {
-            // dumpcap names the file once it captures; anything else it says is
-            // informational. If it exits first the channel closes.
+            // dumpcap names the file once it captures, and reports drops when it stops.
+            // If it exits first the channel closes.
             for line in std::io::BufReader::new(stderr)
                 .lines()
                 .map_while(Result::ok)
@@ -285,12 +291,16 @@ impl LiveCapture {
                 if line.starts_with("File:") {
                     let _ = tx.send(());
                 }
+                if let Ok(mut l) = lines.lock() {
+                    l.push(line);
+                }
             }
         });
         let capture = LiveCapture {
             child,
             file,
             port,
+            said,
             _dir: dir,
         };
         rx.recv_timeout(std::time::Duration::from_secs(10))
@@ -327,8 +337,8 @@ impl LiveCapture {
         ))
     }
 
-    /// Stops the capture and has tshark decode it.
-    pub fn finish(mut self, data_portals: &[u32]) -> Result<Vec<Pdu>, String> {
+    /// Stops the capture once everything sent so far is in the file.
+    pub fn stop(mut self) -> Result<CaptureFile, String> {
         self.knock()?;
         let pid = self.child.id().to_string();
         let status = Command::new("kill")
@@ -341,7 +351,35 @@ impl LiveCapture {
         self.child
             .wait()
             .map_err(|e| format!("wait dumpcap: {e}"))?;
-        decode_file(&self.file, self.port, data_portals)
+        self.check_no_drops()?;
+        let dir = tempfile::tempdir().map_err(|e| format!("temp dir: {e}"))?;
+        let path = dir.path().join("capture.pcapng");
+        std::fs::copy(&self.file, &path).map_err(|e| format!("keep capture: {e}"))?;
+        Ok(CaptureFile {
+            path,
+            port: self.port,
+            _dir: dir,
+        })
+    }
+
+    /// Fails if dumpcap reported dropped packets: such a capture cannot be decoded whole.
+    fn check_no_drops(&self) -> Result<(), String> {
+        let said = self.said.lock().map(|l| l.clone()).unwrap_or_default();
+        // "Packets received/dropped on interface 'Loopback: lo': 1234/0 (...)"
+        let counts = said
+            .iter()
+            .find_map(|l| l.strip_prefix("Packets received/dropped on interface "))
+            .and_then(|l| l.rsplit_once("': "))
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .and_then(|pair| pair.split_once('/'))
+            .ok_or_else(|| format!("dumpcap reported no drop count: {said:?}"))?;
+        match counts.1.parse::<u64>() {
+            Ok(0) => Ok(()),
+            _ => Err(format!(
+                "dumpcap dropped packets (received/dropped {}/{}): the capture is incomplete",
+                counts.0, counts.1
+            )),
+        }
     }
 }
 
@@ -349,5 +387,83 @@ impl Drop for LiveCapture {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A finished capture of one socklnd server port.
+pub struct CaptureFile {
+    path: std::path::PathBuf,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// The bytes of one TCP connection, each direction in order.
+#[derive(Debug, Clone, Default)]
+pub struct TcpBytes {
+    /// tshark's stream index.
+    pub stream: u32,
+    /// The connecting side's port.
+    pub client_port: u16,
+    /// Everything the connecting side sent.
+    pub to_server: Vec<u8>,
+    /// Everything the server side sent.
+    pub to_client: Vec<u8>,
+}
+
+impl CaptureFile {
+    /// Every ksock PDU tshark decodes, in capture order. PUT payloads on `data_portals`
+    /// are shown as `data.data`.
+    pub fn pdus(&self, data_portals: &[u32]) -> Result<Vec<Pdu>, String> {
+        decode_file(&self.path, self.port, data_portals)
+    }
+
+    /// The TCP payload bytes of every connection to the server port, by stream.
+    pub fn streams(&self) -> Result<Vec<TcpBytes>, String> {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&self.path)
+            .args(["-Y", "tcp.len > 0", "-T", "fields"])
+            .args(["-e", "tcp.stream", "-e", "tcp.srcport", "-e", "tcp.dstport"])
+            .args(["-e", "tcp.payload"])
+            .output()
+            .map_err(|e| format!("run tshark: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "tshark failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        let text = String::from_utf8(out.stdout).map_err(|e| format!("tshark output: {e}"))?;
+        let mut streams: Vec<TcpBytes> = Vec::new();
+        for line in text.lines() {
+            let cols: Vec<&str> = line.split('\t').collect();
+            let [stream, src, dst, payload] = cols.as_slice() else {
+                return Err(format!("unexpected tshark line {line:?}"));
+            };
+            let stream: u32 = stream.parse().map_err(|e| format!("stream: {e}"))?;
+            let src: u16 = src.parse().map_err(|e| format!("srcport: {e}"))?;
+            let dst: u16 = dst.parse().map_err(|e| format!("dstport: {e}"))?;
+            let bytes = unhex(&payload.replace(':', ""))?;
+            let client_port = if dst == self.port { src } else { dst };
+            let entry = match streams.iter_mut().find(|s| s.stream == stream) {
+                Some(e) => e,
+                None => {
+                    streams.push(TcpBytes {
+                        stream,
+                        client_port,
+                        ..TcpBytes::default()
+                    });
+                    streams
+                        .last_mut()
+                        .ok_or("stream list is empty after a push")?
+                }
+            };
+            if dst == self.port {
+                entry.to_server.extend_from_slice(&bytes);
+            } else {
+                entry.to_client.extend_from_slice(&bytes);
+            }
+        }
+        Ok(streams)
     }
 }

@@ -231,7 +231,7 @@ fn tshark_decodes_a_real_socklnd_connection() {
     let (sent_ack, sent_rep) = server.join().unwrap();
 
     // What tshark saw, in order: PUT, ACK, GET, REPLY, each exactly as encoded.
-    let pdus = capture.finish(&[PORTAL]).unwrap();
+    let pdus = capture.stop().unwrap().pdus(&[PORTAL]).unwrap();
     let expected = [
         (Dir::ToServer, put, payload.len()),
         (Dir::ToClient, sent_ack, 0),
