@@ -239,7 +239,7 @@ fn parse_pdml(xml: &str, server_port: u16) -> Result<Vec<Pdu>, String> {
 
 fn unhex(text: &str) -> Result<Vec<u8>, String> {
     let bytes = text.as_bytes();
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(format!("odd hex {text:?}"));
     }
     bytes

@@ -531,7 +531,7 @@ fn decode_v1(buf: &[u8]) -> Result<HelloDecoded, HelloError> {
     }
     let le = ByteOrder::Little;
     let payload_length = u32_at(buf, 28, le);
-    let sane = payload_length % 4 == 0 && payload_length / 4 <= MAX_HELLO_IPS;
+    let sane = payload_length.is_multiple_of(4) && payload_length / 4 <= MAX_HELLO_IPS;
     let count = if sane {
         (payload_length / 4) as usize
     } else {
