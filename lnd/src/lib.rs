@@ -5,6 +5,7 @@
 //! The drivers around the codecs keep their protocol decisions in plain functions too and
 //! leave only the moving of bytes to tokio: [`socklnd::SockLnd`] is the first.
 
+pub mod fabric;
 pub mod lnd;
 pub mod o2iblnd;
 pub mod socklnd;

@@ -1,0 +1,60 @@
+//! Actix actors that own LNet's live state and apply the rules of the `lnet` crate to what
+//! the LNDs of the `lnd` crate report.
+//!
+//! * [`ni::LocalNiActor`]: one per local NI (tx credits, health value, status, counters).
+//! * [`ni::PeerNiActor`]: one per peer NI (tx credits, health value, counters); peer NIs
+//!   are grouped under a peer with a primary NID and a Multi-Rail flag.
+//! * [`recovery::RecoveryActor`]: the local NI and the peer NI recovery queues, pinging
+//!   unhealthy NIs on the backoff schedule of [`lnet::recovery`].
+//! * [`node::LnetActor`]: the LNet endpoint. It selects paths, sends PUTs and GETs with
+//!   caller-given transaction timeouts, applies [`lnet::health::health_check`] to every
+//!   completion (health, recovery, resend), answers pings on the reserved portal, pings,
+//!   and runs discovery (ping then push). [`node::Node`] is its handle.
+//!
+//! Time comes from [`clock::Clock`] (tokio's clock, pausable in tests); every change of
+//! health, status and recovery is an [`events::Event`] on the bounded [`events::EventBus`].
+//! Mailboxes and channels are bounded. A CPT is an actix Arbiter: every actor here can be
+//! started on the arbiter of its CPT; today a node starts them on the current one.
+
+pub mod clock;
+pub mod events;
+pub mod ni;
+pub mod node;
+pub mod recovery;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use lnd::{Lnd, SendError, TxRequest};
+use lnet::Nid;
+
+pub use clock::Clock;
+pub use events::{Event, EventBus, NiKind};
+pub use node::{
+    DiscoveredPeer, FailReason, GetRequest, MdSpec, MsgEvent, MsgEventKind, Node, NodeConfig,
+    NodeError, NodeHandler, Outcome, PeerView, PingReply, PutRequest, Transaction,
+};
+
+/// A started LND behind a trait object, so that NIs of different LNDs sit side by side.
+pub trait Driver: Send + Sync + 'static {
+    /// The NI's NID.
+    fn nid(&self) -> Nid;
+    /// [`Lnd::send`].
+    fn send(
+        &self,
+        tx: TxRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
+}
+
+impl<L: Lnd> Driver for L {
+    fn nid(&self) -> Nid {
+        Lnd::nid(self)
+    }
+
+    fn send(
+        &self,
+        tx: TxRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>> {
+        Box::pin(Lnd::send(self, tx))
+    }
+}

@@ -1,0 +1,544 @@
+//! The local NI actor and the peer NI actor: each owns one NI's credits, health value,
+//! status and statistics, applies the health effects that [`lnet::health::health_check`]
+//! decided, publishes every change on the events bus, and puts its NI on its recovery
+//! queue when the rules say so.
+//!
+//! Each actor also publishes a snapshot of its state on a `tokio::sync::watch` channel,
+//! which the LNet actor reads without a round trip when it selects a path.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use lnd::{SendError, TxCompletion, TxRequest};
+use lnet::health::check::{local_ni_state_change, NiEffect, NiState};
+use lnet::health::{HealthStatus, HealthValue};
+use lnet::time::Millis;
+use lnet::Nid;
+use tokio::sync::{mpsc, watch};
+
+use crate::clock::Clock;
+use crate::events::{Event, EventBus, NiKind};
+use crate::recovery::{Heard, Queue, RecoveryActor};
+use crate::Driver;
+
+/// Mailbox capacity of the NI actors.
+pub(crate) const NI_MAILBOX: usize = 256;
+
+/// Counters of one NI or peer NI.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NiStats {
+    /// Messages handed to the LND (attempts, resends included).
+    pub send_count: u64,
+    /// Messages received.
+    pub recv_count: u64,
+    /// Sends that completed with a failure.
+    pub drop_count: u64,
+    /// Failures by health status (the health statistics of `lnetctl net show -v 3`).
+    pub health_stats: BTreeMap<HealthStatus, u64>,
+}
+
+/// What a local NI looks like now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalNiView {
+    /// Its NID.
+    pub nid: Nid,
+    /// Its health value.
+    pub health: HealthValue,
+    /// Its status as the ping buffer shows it.
+    pub state: NiState,
+    /// Its tx credits now (negative: messages are queued).
+    pub tx_credits: i32,
+    /// Its tx credits when idle.
+    pub max_tx_credits: u32,
+    /// The lowest tx credits seen.
+    pub min_tx_credits: i32,
+    /// Its counters.
+    pub stats: NiStats,
+}
+
+/// What a peer NI looks like now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerNiView {
+    /// Its NID.
+    pub nid: Nid,
+    /// Its health value.
+    pub health: HealthValue,
+    /// Its tx credits now (this node's sends to it not yet completed are charged).
+    pub tx_credits: i32,
+    /// Its tx credits when idle.
+    pub max_tx_credits: u32,
+    /// The lowest tx credits seen.
+    pub min_tx_credits: i32,
+    /// When it was last heard from.
+    pub last_alive: Option<Millis>,
+    /// Its counters.
+    pub stats: NiStats,
+}
+
+/// Apply a health effect decided by `health_check`.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Apply {
+    /// The effect.
+    pub(crate) effect: NiEffect,
+    /// The message status behind it.
+    pub(crate) cause: HealthStatus,
+    /// `health_sensitivity` now.
+    pub(crate) sensitivity: u32,
+    /// Whether this finishes a send (its credit comes back).
+    pub(crate) send_done: bool,
+    /// Whether this is a received message (counts as received; a peer NI is heard from).
+    pub(crate) received: bool,
+}
+
+/// Set the health value (`lnetctl net set --health`, `peer set --health`).
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct SetHealth(pub(crate) HealthValue);
+
+/// Hand a message to the LND, charging a tx credit (queued while there is none).
+#[derive(Debug, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Transmit(pub(crate) TxRequest);
+
+/// Send a message to this peer NI through local NI `via`: the peer NI charges a peer tx
+/// credit (queuing the message while there is none), then the local NI charges its own.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct PeerTransmit {
+    pub(crate) tx: TxRequest,
+    pub(crate) via: Addr<LocalNiActor>,
+}
+
+struct HealthCore {
+    kind: NiKind,
+    nid: Nid,
+    health: HealthValue,
+    stats: NiStats,
+    clock: Clock,
+    events: EventBus,
+    recovery: Addr<RecoveryActor>,
+}
+
+impl HealthCore {
+    /// Applies `effect`; returns the health before and after.
+    fn apply(&mut self, a: &Apply, last_alive: Option<Millis>) -> (HealthValue, HealthValue) {
+        if !a.cause.is_ok() {
+            self.stats.drop_count = self.stats.drop_count.saturating_add(1);
+            let n = self.stats.health_stats.entry(a.cause).or_default();
+            *n = n.saturating_add(1);
+        }
+        if a.received {
+            self.stats.recv_count = self.stats.recv_count.saturating_add(1);
+        }
+        let before = self.health;
+        let after = a.effect.change.apply(before, a.sensitivity);
+        self.set(after, Some(a.cause));
+        if a.effect.reset_ping_count {
+            tell(&self.recovery, Heard { nid: self.nid });
+        }
+        if a.effect.joins_recovery(after) {
+            tell(
+                &self.recovery,
+                Queue {
+                    nid: self.nid,
+                    health: after,
+                    last_alive,
+                },
+            );
+        }
+        (before, after)
+    }
+
+    fn set(&mut self, after: HealthValue, cause: Option<HealthStatus>) {
+        let before = self.health;
+        self.health = after;
+        if before != after {
+            self.events.publish(Event::Health {
+                at: self.clock.now(),
+                kind: self.kind,
+                nid: self.nid,
+                before,
+                after,
+                cause,
+            });
+            tell(
+                &self.recovery,
+                crate::recovery::HealthChanged {
+                    nid: self.nid,
+                    health: after,
+                },
+            );
+        }
+    }
+}
+
+/// Sends `msg` to `addr` without blocking the caller, waiting for mailbox room.
+pub(crate) fn tell<A, M>(addr: &Addr<A>, msg: M)
+where
+    A: Actor + Handler<M>,
+    A::Context: actix::dev::ToEnvelope<A, M>,
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    let addr = addr.clone();
+    actix::spawn(async move {
+        let _ = addr.send(msg).await;
+    });
+}
+
+/// One local NI.
+pub struct LocalNiActor {
+    core: HealthCore,
+    state: NiState,
+    driver: Arc<dyn Driver>,
+    credits: i32,
+    max_credits: u32,
+    min_credits: i32,
+    queue: VecDeque<TxRequest>,
+    completions: mpsc::Sender<TxCompletion>,
+    view: watch::Sender<LocalNiView>,
+}
+
+impl std::fmt::Debug for LocalNiActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalNiActor")
+            .field("nid", &self.core.nid)
+            .finish()
+    }
+}
+
+impl LocalNiActor {
+    pub(crate) fn new(
+        driver: Arc<dyn Driver>,
+        credits: u32,
+        clock: Clock,
+        events: EventBus,
+        recovery: Addr<RecoveryActor>,
+        completions: mpsc::Sender<TxCompletion>,
+    ) -> (LocalNiActor, watch::Receiver<LocalNiView>) {
+        let nid = driver.nid();
+        let max = i32::try_from(credits).unwrap_or(i32::MAX);
+        let first = LocalNiView {
+            nid,
+            health: HealthValue::MAX,
+            state: NiState::Up,
+            tx_credits: max,
+            max_tx_credits: credits,
+            min_tx_credits: max,
+            stats: NiStats::default(),
+        };
+        let (view, rx) = watch::channel(first);
+        (
+            LocalNiActor {
+                core: HealthCore {
+                    kind: NiKind::Local,
+                    nid,
+                    health: HealthValue::MAX,
+                    stats: NiStats::default(),
+                    clock,
+                    events,
+                    recovery,
+                },
+                state: NiState::Up,
+                driver,
+                credits: max,
+                max_credits: credits,
+                min_credits: max,
+                queue: VecDeque::new(),
+                completions,
+                view,
+            },
+            rx,
+        )
+    }
+
+    fn publish(&self) {
+        let view = LocalNiView {
+            nid: self.core.nid,
+            health: self.core.health,
+            state: self.state,
+            tx_credits: self.credits,
+            max_tx_credits: self.max_credits,
+            min_tx_credits: self.min_credits,
+            stats: self.core.stats.clone(),
+        };
+        self.view.send_replace(view);
+    }
+
+    fn status_after(&mut self, before: HealthValue, after: HealthValue) {
+        if let Some(state) = local_ni_state_change(before, after) {
+            self.state = state;
+            self.core.events.publish(Event::LocalNiStatus {
+                at: self.core.clock.now(),
+                nid: self.core.nid,
+                state,
+            });
+        }
+    }
+
+    fn start_send(&mut self, tx: TxRequest) {
+        self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
+        let driver = Arc::clone(&self.driver);
+        let completions = self.completions.clone();
+        let ni = self.core.nid;
+        actix::spawn(async move {
+            let (id, peer) = (tx.id, tx.peer);
+            if let Err(err) = driver.send(tx).await {
+                let status = refusal_status(&err);
+                let done = TxCompletion {
+                    id,
+                    ni,
+                    peer,
+                    status,
+                    reason: Some(err.to_string()),
+                };
+                if completions.try_send(done).is_err() {
+                    tracing::error!(%ni, "completion channel full or closed");
+                }
+            }
+        });
+    }
+}
+
+/// The status a send the LND refused completes with.
+fn refusal_status(err: &SendError) -> HealthStatus {
+    match err {
+        SendError::Stopped { .. } => HealthStatus::LocalAborted,
+        SendError::Unreachable { .. } | SendError::WrongNet { .. } => HealthStatus::LocalNoRoute,
+        _ => HealthStatus::LocalError,
+    }
+}
+
+impl Actor for LocalNiActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(NI_MAILBOX);
+    }
+}
+
+impl Handler<Transmit> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, Transmit(tx): Transmit, _ctx: &mut Context<Self>) {
+        self.credits = self.credits.saturating_sub(1);
+        self.min_credits = self.min_credits.min(self.credits);
+        if self.credits >= 0 {
+            self.start_send(tx);
+        } else {
+            self.queue.push_back(tx);
+        }
+        self.publish();
+    }
+}
+
+impl Handler<Apply> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, a: Apply, _ctx: &mut Context<Self>) {
+        let (before, after) = self.core.apply(&a, None);
+        self.status_after(before, after);
+        if a.send_done {
+            self.credits = self.credits.saturating_add(1);
+            if let Some(next) = self.queue.pop_front() {
+                self.start_send(next);
+            }
+        }
+        self.publish();
+    }
+}
+
+impl Handler<SetHealth> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, SetHealth(value): SetHealth, _ctx: &mut Context<Self>) {
+        let before = self.core.health;
+        self.core.set(value, None);
+        self.status_after(before, value);
+        if !value.is_max() {
+            tell(
+                &self.core.recovery,
+                Queue {
+                    nid: self.core.nid,
+                    health: value,
+                    last_alive: None,
+                },
+            );
+        }
+        self.publish();
+    }
+}
+
+/// One peer NI.
+pub struct PeerNiActor {
+    core: HealthCore,
+    queue: VecDeque<(TxRequest, Addr<LocalNiActor>)>,
+    credits: i32,
+    max_credits: u32,
+    min_credits: i32,
+    last_alive: Option<Millis>,
+    view: watch::Sender<PeerNiView>,
+}
+
+impl std::fmt::Debug for PeerNiActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerNiActor")
+            .field("nid", &self.core.nid)
+            .field("credits", &self.credits)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for HealthCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealthCore")
+            .field("nid", &self.nid)
+            .field("health", &self.health)
+            .finish()
+    }
+}
+
+impl PeerNiActor {
+    pub(crate) fn new(
+        nid: Nid,
+        credits: u32,
+        clock: Clock,
+        events: EventBus,
+        recovery: Addr<RecoveryActor>,
+    ) -> (PeerNiActor, watch::Receiver<PeerNiView>) {
+        let max = i32::try_from(credits).unwrap_or(i32::MAX);
+        let (view, rx) = watch::channel(PeerNiView {
+            nid,
+            health: HealthValue::MAX,
+            tx_credits: max,
+            max_tx_credits: credits,
+            min_tx_credits: max,
+            last_alive: None,
+            stats: NiStats::default(),
+        });
+        (
+            PeerNiActor {
+                core: HealthCore {
+                    kind: NiKind::Peer,
+                    nid,
+                    health: HealthValue::MAX,
+                    stats: NiStats::default(),
+                    clock,
+                    events,
+                    recovery,
+                },
+                queue: VecDeque::new(),
+                credits: max,
+                max_credits: credits,
+                min_credits: max,
+                last_alive: None,
+                view,
+            },
+            rx,
+        )
+    }
+
+    fn publish(&self) {
+        self.view.send_replace(PeerNiView {
+            nid: self.core.nid,
+            health: self.core.health,
+            tx_credits: self.credits,
+            max_tx_credits: self.max_credits,
+            min_tx_credits: self.min_credits,
+            last_alive: self.last_alive,
+            stats: self.core.stats.clone(),
+        });
+    }
+}
+
+impl Actor for PeerNiActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(NI_MAILBOX);
+    }
+}
+
+impl Handler<PeerTransmit> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, m: PeerTransmit, _ctx: &mut Context<Self>) {
+        self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
+        self.credits = self.credits.saturating_sub(1);
+        self.min_credits = self.min_credits.min(self.credits);
+        if self.credits >= 0 {
+            tell(&m.via, Transmit(m.tx));
+        } else {
+            self.queue.push_back((m.tx, m.via));
+        }
+        self.publish();
+    }
+}
+
+impl Handler<Apply> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, a: Apply, _ctx: &mut Context<Self>) {
+        if a.received {
+            self.last_alive = Some(self.core.clock.now());
+        }
+        let last_alive = self.last_alive;
+        self.core.apply(&a, last_alive);
+        if a.send_done {
+            self.credits = self.credits.saturating_add(1);
+            if let Some((tx, via)) = self.queue.pop_front() {
+                tell(&via, Transmit(tx));
+            }
+        }
+        self.publish();
+    }
+}
+
+impl Handler<SetHealth> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, SetHealth(value): SetHealth, _ctx: &mut Context<Self>) {
+        self.core.set(value, None);
+        if !value.is_max() {
+            tell(
+                &self.core.recovery,
+                Queue {
+                    nid: self.core.nid,
+                    health: value,
+                    last_alive: self.last_alive,
+                },
+            );
+        }
+        self.publish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_sends_complete_with_a_local_status() {
+        let nid: Nid = "10.0.0.1@tcp".parse().unwrap();
+        assert_eq!(
+            refusal_status(&SendError::Stopped { ni: nid }),
+            HealthStatus::LocalAborted
+        );
+        assert_eq!(
+            refusal_status(&SendError::Unreachable { peer: nid }),
+            HealthStatus::LocalNoRoute
+        );
+        assert_eq!(
+            refusal_status(&SendError::SelfSend { peer: nid }),
+            HealthStatus::LocalError
+        );
+        for err in [
+            SendError::Stopped { ni: nid },
+            SendError::SelfSend { peer: nid },
+        ] {
+            assert!(refusal_status(&err).charge().local_ni);
+        }
+    }
+}

@@ -1,0 +1,1901 @@
+//! The LNet endpoint: [`LnetActor`] and its handle [`Node`].
+//!
+//! A node has local NIs (several per net, on any LND) and knows peers, each a primary NID
+//! and one or more peer NIs on one or more nets, Multi-Rail or not. It offers:
+//!
+//! * PUT (with or without ACK) and GET, each with a caller-given transaction timeout. The
+//!   caller gets a [`Transaction`]: its events SEND, then ACK or REPLY, each with an
+//!   [`Outcome`].
+//! * Health: every completion goes through [`lnet::health::health_check`]; the local NI
+//!   and peer NI actors apply the effects; a resendable failure is resent on the pair the
+//!   selection picks next (from the same local NI for a non-Multi-Rail peer) while
+//!   `retry_count` and the transaction timeout allow. A PUT that asked for an ACK is
+//!   delivered to the receiver's MD at most once, however often it was sent: the receiver
+//!   remembers the ACK handles it has seen (the handle names the sender's MD, and a resend
+//!   keeps it) and only ACKs a repeat.
+//! * The ping responder on the reserved portal 0 (match bits [`PING_MATCHBITS`]), a ping
+//!   client ([`Node::ping`]) and discovery ([`Node::discover`]: ping, then push with ACK;
+//!   pushes received are ACKed and update the view of the sender).
+//!
+//! Messages addressed to another node are discarded: forwarding is the router actor's job.
+//! Local NI recovery pings go from the NI being recovered to a known peer NI on its net
+//! (an LND does not send to its own NID).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use bytes::{Bytes, BytesMut};
+use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnet::health::check::{Committed, NiState, NoResend, Resend, ResendFrom};
+use lnet::health::{health_check, HealthContext, HealthStatus, HealthValue};
+use lnet::nid::PID_LUSTRE;
+use lnet::ping::{INTERFACES_MAX_DEFAULT, RESERVED_PORTAL};
+use lnet::recovery::{RecoveryConfig, RecoveryEntry, RecoveryKind};
+use lnet::selection::{
+    select_path, LocalNiCandidate, LocalNiParams, PeerNetCandidate, PeerNiCandidate,
+    LNET_MAX_SELECTION_PRIORITY,
+};
+use lnet::time::Millis;
+use lnet::tunables::Tunables;
+use lnet::{
+    Features, Header, Message as LnetMsg, Net, NiStatus, Nid, PingInfo, WireHandle, PING_MATCHBITS,
+};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::clock::Clock;
+use crate::events::{Event, EventBus};
+use crate::ni::{
+    tell, Apply, LocalNiActor, LocalNiView, PeerNiActor, PeerNiView, PeerTransmit, SetHealth,
+};
+use crate::recovery::{Configure, List, PingDue, RecoveryActor};
+use crate::Driver;
+
+/// How many bytes a ping asks for (`lnetctl ping`'s cap).
+pub const PING_SINK_LENGTH: u32 = 3960;
+/// How many recently seen ACK handles a node remembers to suppress duplicate PUTs.
+pub const SEEN_PUTS: usize = 4096;
+/// Mailbox capacity of the LNet actor.
+const LNET_MAILBOX: usize = 1024;
+
+/// Settings of a node.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// The global tunables (`retry_count`, `health_sensitivity`, recovery settings ...).
+    pub tunables: Tunables,
+    /// The node's pid (12345).
+    pub pid: u32,
+    /// The interface cookie of the node's wire handles: tells its MDs apart from those of
+    /// an earlier run.
+    pub incarnation: u64,
+    /// Most sends accepted and not yet completed; a PUT or GET beyond it is refused with
+    /// [`NodeError::Busy`].
+    pub max_in_flight: usize,
+    /// Events kept for a slow subscriber of the bus.
+    pub event_capacity: usize,
+    /// Default tx credits of a peer NI.
+    pub peer_credits: u32,
+    /// The CPTs: one actix arbiter each. NI and peer NI actors are spread over them
+    /// (round robin, in the order they are added); empty: all on the current arbiter.
+    pub cpts: Vec<ArbiterHandle>,
+}
+
+static INCARNATIONS: AtomicU64 = AtomicU64::new(1);
+
+impl Default for NodeConfig {
+    fn default() -> NodeConfig {
+        let n = INCARNATIONS.fetch_add(1, AtomicOrdering::Relaxed);
+        NodeConfig {
+            tunables: Tunables::default(),
+            pid: PID_LUSTRE,
+            incarnation: (u64::from(std::process::id()) << 32) | n,
+            max_in_flight: 1024,
+            event_capacity: 4096,
+            peer_credits: 8,
+            cpts: Vec::new(),
+        }
+    }
+}
+
+/// Why a node refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The LND could not start the NI.
+    #[error("NI could not start: {reason}")]
+    NiStart {
+        /// Why.
+        reason: String,
+    },
+    /// An NI with this NID exists already.
+    #[error("NI {nid} exists already")]
+    NiExists {
+        /// The NID.
+        nid: Nid,
+    },
+    /// No local NI has this NID.
+    #[error("no local NI {nid}")]
+    NoSuchNi {
+        /// The NID.
+        nid: Nid,
+    },
+    /// No peer NI has this NID.
+    #[error("no peer NI {nid}")]
+    NoSuchPeerNi {
+        /// The NID.
+        nid: Nid,
+    },
+    /// A peer needs at least one NID, none of them this node's own.
+    #[error("bad peer: {reason}")]
+    BadPeer {
+        /// Why.
+        reason: String,
+    },
+    /// Too many sends in flight.
+    #[error("too many messages in flight ({max})")]
+    Busy {
+        /// The limit.
+        max: usize,
+    },
+    /// The node's actor is gone.
+    #[error("the node is stopped")]
+    Stopped,
+}
+
+impl From<MailboxError> for NodeError {
+    fn from(_: MailboxError) -> NodeError {
+        NodeError::Stopped
+    }
+}
+
+/// Why a message failed for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailReason {
+    /// `health_check` decided not to resend it (the class, or the gates).
+    NoResend(NoResend),
+    /// The transaction timeout ran out first.
+    Timeout,
+    /// No local NI and peer NI pair reaches the destination.
+    NoPath,
+}
+
+/// How a step of a message ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// It went through.
+    Ok,
+    /// It failed for good.
+    Failed {
+        /// The health status of the last attempt (REMOTE_TIMEOUT for a missing ACK or
+        /// REPLY).
+        status: HealthStatus,
+        /// Why there was no (further) resend.
+        reason: FailReason,
+    },
+}
+
+impl Outcome {
+    /// Whether this is OK.
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok)
+    }
+}
+
+/// The kind of a message event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MsgEventKind {
+    /// The PUT or GET was sent (or failed to be).
+    Send,
+    /// The ACK of a PUT arrived (or did not in time).
+    Ack,
+    /// The REPLY of a GET arrived (or did not in time).
+    Reply,
+}
+
+/// One event of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MsgEvent {
+    /// Which.
+    pub kind: MsgEventKind,
+    /// How it ended.
+    pub status: Outcome,
+    /// Resends made before this event.
+    pub retries: u32,
+    /// The REPLY's payload.
+    pub payload: Option<Bytes>,
+    /// The NID that sent the ACK or REPLY.
+    pub from: Option<Nid>,
+}
+
+/// A PUT or GET in progress: its events arrive on a bounded channel; the last one is the
+/// SEND event of a failed send, the ACK or REPLY event, or the SEND event of a PUT without
+/// ACK.
+#[derive(Debug)]
+pub struct Transaction {
+    /// The events.
+    pub events: mpsc::Receiver<MsgEvent>,
+    want_response: bool,
+}
+
+impl Transaction {
+    /// Waits for every event of the transaction; there is a last one by the transaction
+    /// timeout at the latest.
+    pub async fn finish(mut self) -> Vec<MsgEvent> {
+        let mut out = Vec::new();
+        while let Some(e) = self.events.recv().await {
+            let last = !e.status.is_ok() || e.kind != MsgEventKind::Send || !self.want_response;
+            out.push(e);
+            if last {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// A PUT.
+#[derive(Debug, Clone)]
+pub struct PutRequest {
+    /// The destination: a peer's NID (any of its NIDs).
+    pub dest: Nid,
+    /// The portal.
+    pub portal: u32,
+    /// The match bits.
+    pub match_bits: u64,
+    /// Carried to the target.
+    pub hdr_data: u64,
+    /// The payload.
+    pub payload: Bytes,
+    /// Whether an ACK is wanted.
+    pub ack: bool,
+    /// The transaction timeout.
+    pub timeout: Duration,
+}
+
+/// A GET.
+#[derive(Debug, Clone)]
+pub struct GetRequest {
+    /// The destination.
+    pub dest: Nid,
+    /// The portal.
+    pub portal: u32,
+    /// The match bits.
+    pub match_bits: u64,
+    /// The most bytes wanted.
+    pub sink_length: u32,
+    /// The transaction timeout.
+    pub timeout: Duration,
+}
+
+/// A memory descriptor this node exposes: PUTs matching it are delivered on the channel
+/// [`Node::attach`] returns; GETs matching it are answered with `data`.
+#[derive(Debug, Clone)]
+pub struct MdSpec {
+    /// The portal.
+    pub portal: u32,
+    /// The match bits.
+    pub match_bits: u64,
+    /// What a GET reads.
+    pub data: Bytes,
+    /// Capacity of the delivery channel.
+    pub depth: usize,
+}
+
+/// The answer to a ping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingReply {
+    /// The NID that answered.
+    pub from: Nid,
+    /// Its ping info.
+    pub info: PingInfo,
+}
+
+impl PingReply {
+    /// The peer's NIDs with their status, in the order of its ping info.
+    pub fn nids(&self) -> Vec<(Nid, bool)> {
+        self.info.statuses().map(|(n, s)| (n, s.is_up())).collect()
+    }
+}
+
+/// Why a ping failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PingFailure {
+    /// The node refused it.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The GET or its REPLY failed.
+    #[error("ping failed: {0:?}")]
+    Failed(Outcome),
+    /// The REPLY was not a valid ping info.
+    #[error("bad ping info: {0}")]
+    BadInfo(String),
+}
+
+/// What discovery learned about a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredPeer {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// Its NIDs, with their status.
+    pub nids: Vec<(Nid, bool)>,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+    /// Whether our push to it was ACKed (only Multi-Rail, discovery-capable peers are
+    /// pushed to).
+    pub pushed: bool,
+}
+
+/// A peer as this node knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerView {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+    /// Its peer NIs.
+    pub nis: Vec<PeerNiView>,
+}
+
+/// What the LNDs call: forwards completions and received messages to the node, through
+/// bounded channels.
+#[derive(Debug)]
+pub struct NodeHandler {
+    completions: mpsc::Sender<TxCompletion>,
+    received: mpsc::Sender<RxMessage>,
+}
+
+impl LndHandler for NodeHandler {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        let len = usize::try_from(rx.header.payload_length).unwrap_or(0);
+        RxDecision::Receive(BytesMut::with_capacity(len))
+    }
+
+    async fn on_message(&self, msg: RxMessage) {
+        let _ = self.received.send(msg).await;
+    }
+
+    fn on_send_complete(&self, done: TxCompletion) {
+        // At most one completion per send in flight, and the channel holds them all.
+        if self.completions.try_send(done).is_err() {
+            tracing::error!("completion channel full or closed");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Messages to the LNet actor.
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+struct AddNi {
+    driver: Arc<dyn Driver>,
+    credits: u32,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+struct AddPeer {
+    primary: Nid,
+    nids: Vec<Nid>,
+    multi_rail: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<Transaction, NodeError>")]
+struct StartTxn {
+    dest: Nid,
+    msg: LnetMsg,
+    payload: Bytes,
+    timeout: Duration,
+    want_response: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "mpsc::Receiver<RxMessage>")]
+struct Attach(MdSpec);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Completed(TxCompletion);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Received(RxMessage);
+
+#[derive(Message)]
+#[rtype(result = "Vec<LocalNiView>")]
+struct ListNis;
+
+#[derive(Message)]
+#[rtype(result = "Vec<PeerView>")]
+struct ListPeers;
+
+#[derive(Message)]
+#[rtype(result = "Result<Vec<RecoveryEntry<Nid>>, NodeError>")]
+struct ListRecovery(RecoveryKind);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+struct SetNiHealth {
+    local: bool,
+    nid: Nid,
+    value: HealthValue,
+}
+
+#[derive(Message)]
+#[rtype(result = "PingInfo")]
+struct OwnInfo;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SetTunables(Tunables);
+
+#[derive(Message)]
+#[rtype(result = "()")]
+struct LearnPeer(PingInfo, Nid);
+
+#[derive(Message)]
+#[rtype(result = "BTreeMap<&'static str, u64>")]
+struct Counters;
+
+// ---------------------------------------------------------------------------------------
+
+struct LocalNiEntry {
+    addr: Addr<LocalNiActor>,
+    view: watch::Receiver<LocalNiView>,
+    seq: u64,
+}
+
+struct PeerNiEntry {
+    addr: Addr<PeerNiActor>,
+    view: watch::Receiver<PeerNiView>,
+    seq: u64,
+}
+
+struct Peer {
+    primary: Nid,
+    multi_rail: bool,
+    nids: Vec<Nid>,
+}
+
+/// One message to send (a PUT, GET, ACK or REPLY) across its attempts.
+struct OutMsg {
+    header: Header,
+    payload: Bytes,
+    target: Nid,
+    txn: Option<u64>,
+    deadline: Millis,
+    retries: u32,
+    recovery_ping: bool,
+    pin_local: Option<Nid>,
+    pin_peer: Option<Nid>,
+    attempt: Option<(TxId, Nid, Nid)>,
+    abandoned: bool,
+}
+
+struct Txn {
+    events: mpsc::Sender<MsgEvent>,
+    want_response: bool,
+    reply: bool,
+    sent: bool,
+    done: bool,
+    retries: u32,
+    last_peer_ni: Option<Nid>,
+    msg: u64,
+    request: lnet::response::Request,
+}
+
+struct Md {
+    spec: MdSpec,
+    deliveries: mpsc::Sender<RxMessage>,
+}
+
+/// The LNet endpoint actor.
+pub struct LnetActor {
+    config: NodeConfig,
+    clock: Clock,
+    events: EventBus,
+    completions: mpsc::Sender<TxCompletion>,
+    nis: BTreeMap<Nid, LocalNiEntry>,
+    ni_order: Vec<Nid>,
+    peers: Vec<Peer>,
+    peer_nis: HashMap<Nid, PeerNiEntry>,
+    msgs: HashMap<u64, OutMsg>,
+    attempts: HashMap<TxId, u64>,
+    txns: HashMap<u64, Txn>,
+    next_id: u64,
+    mds: Vec<Md>,
+    seen: HashSet<WireHandle>,
+    seen_order: VecDeque<WireHandle>,
+    seqno: u32,
+    local_recovery: Option<Addr<RecoveryActor>>,
+    peer_recovery: Option<Addr<RecoveryActor>>,
+    counters: BTreeMap<&'static str, u64>,
+    next_cpt: usize,
+}
+
+impl std::fmt::Debug for LnetActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LnetActor")
+            .field("nis", &self.ni_order)
+            .finish()
+    }
+}
+
+impl Actor for LnetActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(LNET_MAILBOX);
+        let config = RecoveryConfig::from(&self.config.tunables);
+        let me = ctx.address().recipient::<PingDue>();
+        self.local_recovery = Some(
+            RecoveryActor::new(
+                RecoveryKind::LocalNi,
+                config,
+                self.clock,
+                self.events.clone(),
+                me.clone(),
+            )
+            .start(),
+        );
+        self.peer_recovery = Some(
+            RecoveryActor::new(
+                RecoveryKind::PeerNi,
+                config,
+                self.clock,
+                self.events.clone(),
+                me,
+            )
+            .start(),
+        );
+    }
+}
+
+fn bump(counters: &mut BTreeMap<&'static str, u64>, name: &'static str) {
+    let n = counters.entry(name).or_default();
+    *n = n.saturating_add(1);
+}
+
+impl LnetActor {
+    fn next(&mut self) -> u64 {
+        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id
+    }
+
+    /// Starts an NI or peer NI actor on the next CPT's arbiter.
+    fn place<A>(&mut self, actor: A) -> Addr<A>
+    where
+        A: Actor<Context = Context<A>> + Send,
+    {
+        let n = self.config.cpts.len();
+        if n == 0 {
+            return actor.start();
+        }
+        let i = self.next_cpt % n;
+        self.next_cpt = self.next_cpt.wrapping_add(1);
+        match self.config.cpts.get(i) {
+            Some(cpt) => A::start_in_arbiter(cpt, move |_| actor),
+            None => actor.start(),
+        }
+    }
+
+    fn is_local(&self, nid: &Nid) -> bool {
+        self.nis.contains_key(nid)
+    }
+
+    fn peer_index(&self, nid: &Nid) -> Option<usize> {
+        self.peers.iter().position(|p| p.nids.contains(nid))
+    }
+
+    fn recovery(&self, kind: RecoveryKind) -> Option<&Addr<RecoveryActor>> {
+        match kind {
+            RecoveryKind::LocalNi => self.local_recovery.as_ref(),
+            RecoveryKind::PeerNi => self.peer_recovery.as_ref(),
+        }
+    }
+
+    fn ensure_peer_ni(&mut self, nid: Nid) {
+        if self.peer_nis.contains_key(&nid) {
+            return;
+        }
+        let Some(recovery) = self.peer_recovery.clone() else {
+            return;
+        };
+        let (actor, view) = PeerNiActor::new(
+            nid,
+            self.config.peer_credits,
+            self.clock,
+            self.events.clone(),
+            recovery,
+        );
+        let addr = self.place(actor);
+        self.peer_nis
+            .insert(nid, PeerNiEntry { addr, view, seq: 0 });
+    }
+
+    /// Makes `nids` one peer (merging any peers that held one of them).
+    fn set_peer(&mut self, primary: Nid, nids: Vec<Nid>, multi_rail: bool) {
+        let nids: Vec<Nid> = nids.into_iter().filter(|n| !self.is_local(n)).collect();
+        self.peers
+            .retain(|p| !p.nids.iter().any(|n| nids.contains(n) || *n == primary));
+        for nid in &nids {
+            self.ensure_peer_ni(*nid);
+        }
+        if !nids.is_empty() {
+            self.peers.push(Peer {
+                primary,
+                multi_rail,
+                nids,
+            });
+        }
+    }
+
+    fn own_info(&self) -> PingInfo {
+        let mut features = Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY;
+        if !self.config.tunables.routing() {
+            features |= Features::RTE_DISABLED;
+        }
+        let nis = self
+            .ni_order
+            .iter()
+            .filter_map(|nid| self.nis.get(nid))
+            .map(|e| {
+                let v = e.view.borrow();
+                match v.state {
+                    NiState::Up => NiStatus::up(v.nid),
+                    NiState::Down => NiStatus::down(v.nid),
+                }
+            })
+            .collect();
+        PingInfo::new(self.config.pid, self.seqno, features, nis)
+    }
+
+    /// Picks a local NI and a peer NI for `msg`.
+    fn select(&self, msg: &OutMsg) -> Option<(Nid, Nid)> {
+        let peer_nids: Vec<Nid> = match msg.pin_peer {
+            Some(p) => vec![p],
+            None => match self.peer_index(&msg.target).and_then(|i| self.peers.get(i)) {
+                Some(peer) if peer.multi_rail => peer.nids.clone(),
+                _ => vec![msg.target],
+            },
+        };
+        let local: Vec<LocalNiCandidate<Nid>> = self
+            .nis
+            .iter()
+            .filter(|(nid, _)| msg.pin_local.is_none_or(|p| p == **nid))
+            .map(|(nid, e)| {
+                let v = e.view.borrow();
+                LocalNiCandidate {
+                    id: *nid,
+                    net: nid.net,
+                    fatal: false,
+                    health: v.health,
+                    sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    dev_priority: LNET_MAX_SELECTION_PRIORITY,
+                    numa_distance: 0,
+                    tx_credits: v.tx_credits,
+                    seq: e.seq,
+                }
+            })
+            .collect();
+        let peers: Vec<PeerNiCandidate<Nid>> = peer_nids
+            .iter()
+            .filter(|n| !self.is_local(n))
+            .map(|nid| {
+                let (health, credits, seq) = match self.peer_nis.get(nid) {
+                    Some(e) => {
+                        let v = e.view.borrow();
+                        (v.health, v.tx_credits, e.seq)
+                    }
+                    None => (HealthValue::MAX, 0, 0),
+                };
+                PeerNiCandidate {
+                    id: *nid,
+                    net: nid.net,
+                    health,
+                    sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    tx_credits: credits,
+                    seq,
+                }
+            })
+            .collect();
+        let mut nets: Vec<Net> = peers.iter().map(|p| p.net).collect();
+        nets.sort_by_key(|n| n.to_u32());
+        nets.dedup();
+        let net_candidates: Vec<PeerNetCandidate<Net>> = nets
+            .into_iter()
+            .map(|net| {
+                let best = |it: &mut dyn Iterator<Item = HealthValue>| {
+                    it.max().unwrap_or(HealthValue::ZERO)
+                };
+                PeerNetCandidate {
+                    id: net,
+                    peer_net_health: best(
+                        &mut peers.iter().filter(|p| p.net == net).map(|p| p.health),
+                    ),
+                    peer_net_sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    local_net_health: best(
+                        &mut local.iter().filter(|l| l.net == net).map(|l| l.health),
+                    ),
+                    local_net_sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    peer_net_seq: 0,
+                    local_net_seq: 0,
+                }
+            })
+            .collect();
+        let params = LocalNiParams {
+            numa_range: self.config.tunables.numa_range(),
+            gpu_memory: false,
+        };
+        let path = select_path(&net_candidates, &local, &peers, params, |_, _| false)?;
+        Some((path.local_ni.id, path.peer_ni.id))
+    }
+
+    /// Sends the next attempt of message `id`.
+    fn dispatch(&mut self, id: u64) {
+        let Some(msg) = self.msgs.get(&id) else {
+            return;
+        };
+        let Some((ni, peer)) = self.select(msg) else {
+            self.finish_msg(id, HealthStatus::LocalNoRoute, FailReason::NoPath);
+            return;
+        };
+        let tx_id = TxId(self.next());
+        if let Some(e) = self.nis.get_mut(&ni) {
+            e.seq = e.seq.wrapping_add(1);
+        }
+        self.ensure_peer_ni(peer);
+        if let Some(e) = self.peer_nis.get_mut(&peer) {
+            e.seq = e.seq.wrapping_add(1);
+        }
+        let Some(msg) = self.msgs.get_mut(&id) else {
+            return;
+        };
+        msg.attempt = Some((tx_id, ni, peer));
+        let mut header = msg.header;
+        header.src_nid = ni;
+        header.dest_nid = peer;
+        let tx = TxRequest {
+            id: tx_id,
+            peer,
+            header,
+            payload: msg.payload.clone(),
+        };
+        if let Some(t) = msg.txn.and_then(|t| self.txns.get_mut(&t)) {
+            t.last_peer_ni = Some(peer);
+        }
+        self.attempts.insert(tx_id, id);
+        // Peer tx credit first, then the local NI's (either queues while it has none).
+        if let (Some(p), Some(l)) = (self.peer_nis.get(&peer), self.nis.get(&ni)) {
+            tell(
+                &p.addr,
+                PeerTransmit {
+                    tx,
+                    via: l.addr.clone(),
+                },
+            );
+        }
+    }
+
+    /// Message `id` failed for good (or could not be sent at all).
+    fn finish_msg(&mut self, id: u64, status: HealthStatus, reason: FailReason) {
+        let Some(msg) = self.msgs.remove(&id) else {
+            return;
+        };
+        if let Some((tx, _, _)) = msg.attempt {
+            self.attempts.remove(&tx);
+        }
+        if let Some(txn_id) = msg.txn {
+            self.txn_event(
+                txn_id,
+                MsgEventKind::Send,
+                Outcome::Failed { status, reason },
+                None,
+                None,
+            );
+        }
+    }
+
+    fn txn_event(
+        &mut self,
+        txn_id: u64,
+        kind: MsgEventKind,
+        status: Outcome,
+        payload: Option<Bytes>,
+        from: Option<Nid>,
+    ) {
+        let Some(txn) = self.txns.get_mut(&txn_id) else {
+            return;
+        };
+        if txn.done {
+            return;
+        }
+        if kind == MsgEventKind::Send {
+            txn.sent = true;
+        }
+        let last = !status.is_ok() || kind != MsgEventKind::Send || !txn.want_response;
+        let _ = txn.events.try_send(MsgEvent {
+            kind,
+            status,
+            retries: txn.retries,
+            payload,
+            from,
+        });
+        if last {
+            txn.done = true;
+            let msg = txn.msg;
+            self.txns.remove(&txn_id);
+            // A send still in the LND only changes health when it completes; one waiting
+            // for its resend is dropped.
+            let in_lnd = self.msgs.get(&msg).is_some_and(|m| m.attempt.is_some());
+            if in_lnd {
+                if let Some(m) = self.msgs.get_mut(&msg) {
+                    m.txn = None;
+                    m.abandoned = true;
+                }
+            } else {
+                self.msgs.remove(&msg);
+            }
+        }
+    }
+
+    fn health_ctx(&self, msg: &OutMsg, peer_ni: Nid, committed: Committed) -> HealthContext {
+        let peer = self.peer_index(&peer_ni).and_then(|i| self.peers.get(i));
+        HealthContext {
+            committed: Some(committed),
+            past_deadline: lnet::timeouts::is_past_deadline(msg.deadline, self.clock.now()),
+            ping_buffer_entries: u32::try_from(self.nis.len().saturating_add(1))
+                .unwrap_or(u32::MAX),
+            peer_ni_count: peer
+                .map(|p| u32::try_from(p.nids.len()).unwrap_or(u32::MAX))
+                .unwrap_or(1),
+            peer_is_router: false,
+            routing_enabled: self.config.tunables.routing(),
+            dst_is_local: self.is_local(&peer_ni),
+            retries_so_far: msg.retries,
+            recovery_ping: msg.recovery_ping,
+            no_resend: false,
+            peer_multi_rail: peer.is_some_and(|p| p.multi_rail),
+            forwarded: false,
+        }
+    }
+
+    /// Hands the health effects to the local NI and peer NI actors. The returned receivers
+    /// fire once each actor has applied its effect.
+    fn apply(
+        &self,
+        ni: Nid,
+        peer: Nid,
+        outcome: &lnet::health::HealthOutcome,
+        status: HealthStatus,
+        send_done: bool,
+        received: bool,
+    ) -> Vec<oneshot::Receiver<()>> {
+        let sensitivity = self.config.tunables.health_sensitivity();
+        let effect = |effect| Apply {
+            effect,
+            cause: status,
+            sensitivity,
+            send_done,
+            received,
+        };
+        let mut applied = Vec::new();
+        if let Some(e) = self.nis.get(&ni) {
+            applied.push(applied_when(&e.addr, effect(outcome.local_ni)));
+        }
+        if let Some(e) = self.peer_nis.get(&peer) {
+            applied.push(applied_when(&e.addr, effect(outcome.peer_ni)));
+        }
+        applied
+    }
+
+    fn on_completion(&mut self, done: TxCompletion, ctx: &mut Context<Self>) {
+        let Some(id) = self.attempts.remove(&done.id) else {
+            return;
+        };
+        let Some(msg) = self.msgs.get(&id) else {
+            return;
+        };
+        let hctx = self.health_ctx(msg, done.peer, Committed::Tx);
+        let outcome = health_check(done.status, &hctx, &self.config.tunables);
+        for c in &outcome.counters {
+            use lnet::health::check::Counter;
+            match c {
+                Counter::SuccessfulResends => bump(&mut self.counters, "successful_resends"),
+                Counter::FailedResends => bump(&mut self.counters, "failed_resends"),
+                Counter::LateMessage => bump(&mut self.counters, "late_messages"),
+                _ => {}
+            }
+        }
+        let waits = self.apply(done.ni, done.peer, &outcome, done.status, true, false);
+        let txn = msg.txn;
+        if msg.abandoned {
+            self.msgs.remove(&id);
+            return;
+        }
+        match outcome.resend {
+            Resend::No(NoResend::Delivered) => {
+                self.msgs.remove(&id);
+                if let Some(t) = txn {
+                    self.txn_event(t, MsgEventKind::Send, Outcome::Ok, None, None);
+                }
+            }
+            Resend::No(reason) => {
+                self.finish_msg(id, done.status, FailReason::NoResend(reason));
+            }
+            Resend::Yes { from } => {
+                bump(&mut self.counters, "resend_count");
+                let Some(msg) = self.msgs.get_mut(&id) else {
+                    return;
+                };
+                msg.retries = msg.retries.saturating_add(1);
+                msg.attempt = None;
+                if from == ResendFrom::SameLocalNi {
+                    msg.pin_local = Some(done.ni);
+                }
+                let retry = msg.retries;
+                if let Some(t) = txn.and_then(|t| self.txns.get_mut(&t)) {
+                    t.retries = retry;
+                }
+                self.events.publish(Event::Resend {
+                    at: self.clock.now(),
+                    status: done.status,
+                    from_ni: done.ni,
+                    to_peer_ni: done.peer,
+                    retry,
+                });
+                // Resend once the local NI has taken its health change, so that the
+                // selection sees it.
+                let fut = async move {
+                    for applied in waits {
+                        let _ = applied.await;
+                    }
+                };
+                ctx.spawn(fut.into_actor(self).map(move |_, act, _| act.dispatch(id)));
+            }
+        }
+    }
+
+    fn send_response(&mut self, header: Header, payload: Bytes, via_ni: Nid, to: Nid) {
+        let id = self.next();
+        let deadline = self.clock.now().saturating_add(Millis::from_secs(u64::from(
+            self.config.tunables.transaction_timeout(),
+        )));
+        self.msgs.insert(
+            id,
+            OutMsg {
+                header,
+                payload,
+                target: to,
+                txn: None,
+                deadline,
+                retries: 0,
+                recovery_ping: false,
+                pin_local: Some(via_ni),
+                pin_peer: Some(to),
+                attempt: None,
+                abandoned: false,
+            },
+        );
+        self.dispatch(id);
+        // Later attempts may take any pair.
+        if let Some(m) = self.msgs.get_mut(&id) {
+            m.pin_local = None;
+            m.pin_peer = None;
+        }
+    }
+
+    fn on_received(&mut self, rx: RxMessage, ctx: &mut Context<Self>) {
+        let from = rx.from.nid;
+        let h = rx.header;
+        if h.check_lnet().is_err() || !self.is_local(&h.dest_nid) {
+            bump(&mut self.counters, "drop_count");
+            return;
+        }
+        if self.peer_index(&from).is_none() && !self.is_local(&from) {
+            self.set_peer(from, vec![from], false);
+        }
+        self.ensure_peer_ni(from);
+        let probe = OutMsg {
+            header: h,
+            payload: Bytes::new(),
+            target: from,
+            txn: None,
+            deadline: Millis(u64::MAX),
+            retries: 0,
+            recovery_ping: false,
+            pin_local: None,
+            pin_peer: None,
+            attempt: None,
+            abandoned: false,
+        };
+        let hctx = self.health_ctx(&probe, from, Committed::Rx);
+        let outcome = health_check(HealthStatus::Ok, &hctx, &self.config.tunables);
+        let _ = self.apply(rx.ni, from, &outcome, HealthStatus::Ok, false, true);
+        match h.msg {
+            LnetMsg::Put {
+                ack_wmd,
+                match_bits,
+                ptl_index,
+                ..
+            } => {
+                let fresh = ack_wmd.is_none() || self.remember(ack_wmd);
+                let accepted = if ptl_index == RESERVED_PORTAL && match_bits == PING_MATCHBITS {
+                    if fresh {
+                        match PingInfo::decode_validated(&rx.payload, INTERFACES_MAX_DEFAULT) {
+                            Ok(info) => self.learn(info, from),
+                            Err(e) => tracing::debug!(%from, %e, "bad push"),
+                        }
+                    }
+                    true
+                } else if let Some(md) = self
+                    .mds
+                    .iter()
+                    .find(|m| m.spec.portal == ptl_index && m.spec.match_bits == match_bits)
+                {
+                    if fresh {
+                        let tx = md.deliveries.clone();
+                        let msg = rx.clone();
+                        ctx.spawn(
+                            async move {
+                                let _ = tx.send(msg).await;
+                            }
+                            .into_actor(self),
+                        );
+                    }
+                    true
+                } else {
+                    false
+                };
+                if accepted && !ack_wmd.is_none() {
+                    let ack = Header {
+                        dest_nid: h.src_nid,
+                        src_nid: rx.ni,
+                        dest_pid: h.src_pid,
+                        src_pid: self.config.pid,
+                        payload_length: 0,
+                        msg: LnetMsg::Ack {
+                            dst_wmd: ack_wmd,
+                            match_bits,
+                            mlength: h.payload_length,
+                        },
+                    };
+                    self.send_response(ack, Bytes::new(), rx.ni, from);
+                }
+            }
+            LnetMsg::Get {
+                return_wmd,
+                match_bits,
+                ptl_index,
+                src_offset,
+                sink_length,
+            } => {
+                let data: Option<Bytes> =
+                    if ptl_index == RESERVED_PORTAL && match_bits == PING_MATCHBITS {
+                        self.own_info().encode().ok().map(Bytes::from)
+                    } else {
+                        self.mds
+                            .iter()
+                            .find(|m| m.spec.portal == ptl_index && m.spec.match_bits == match_bits)
+                            .map(|m| m.spec.data.clone())
+                    };
+                let Some(data) = data else {
+                    return;
+                };
+                let start = usize::try_from(src_offset)
+                    .unwrap_or(usize::MAX)
+                    .min(data.len());
+                let len = usize::try_from(sink_length)
+                    .unwrap_or(usize::MAX)
+                    .min(data.len().saturating_sub(start));
+                let payload = data.slice(start..start.saturating_add(len));
+                let reply = Header {
+                    dest_nid: h.src_nid,
+                    src_nid: rx.ni,
+                    dest_pid: h.src_pid,
+                    src_pid: self.config.pid,
+                    payload_length: u32::try_from(payload.len()).unwrap_or(u32::MAX),
+                    msg: LnetMsg::Reply {
+                        dst_wmd: return_wmd,
+                    },
+                };
+                self.send_response(reply, payload, rx.ni, from);
+            }
+            LnetMsg::Ack { dst_wmd, .. } => {
+                let t = dst_wmd.object_cookie;
+                if dst_wmd.interface_cookie == self.config.incarnation {
+                    self.response(t, MsgEventKind::Ack, None, h.src_nid);
+                }
+            }
+            LnetMsg::Reply { dst_wmd } => {
+                let t = dst_wmd.object_cookie;
+                if dst_wmd.interface_cookie == self.config.incarnation {
+                    self.response(t, MsgEventKind::Reply, Some(rx.payload.clone()), h.src_nid);
+                }
+            }
+            LnetMsg::Hello { .. } => {}
+        }
+    }
+
+    fn response(&mut self, txn_id: u64, kind: MsgEventKind, payload: Option<Bytes>, from: Nid) {
+        let Some(t) = self.txns.get(&txn_id) else {
+            return;
+        };
+        if t.want_response && t.reply == (kind == MsgEventKind::Reply) {
+            if !t.sent {
+                self.txn_event(txn_id, MsgEventKind::Send, Outcome::Ok, None, None);
+            }
+            self.txn_event(txn_id, kind, Outcome::Ok, payload, Some(from));
+        }
+    }
+
+    /// Remembers a PUT's ACK handle; false if it was seen already.
+    fn remember(&mut self, wmd: WireHandle) -> bool {
+        if !self.seen.insert(wmd) {
+            return false;
+        }
+        self.seen_order.push_back(wmd);
+        if self.seen_order.len() > SEEN_PUTS {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    fn learn(&mut self, info: PingInfo, from: Nid) {
+        let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
+        let primary = nids.first().copied().unwrap_or(from);
+        let mr = info.features.contains(Features::MULTI_RAIL);
+        self.set_peer(primary, if nids.is_empty() { vec![from] } else { nids }, mr);
+    }
+
+    fn start_txn(
+        &mut self,
+        req: StartTxn,
+        recovery: Option<(RecoveryKind, Option<Nid>, Option<Nid>)>,
+        ctx: &mut Context<Self>,
+    ) -> Result<Transaction, NodeError> {
+        if self.msgs.len() >= self.config.max_in_flight {
+            return Err(NodeError::Busy {
+                max: self.config.max_in_flight,
+            });
+        }
+        let txn_id = self.next();
+        let msg_id = self.next();
+        let wmd = WireHandle {
+            interface_cookie: self.config.incarnation,
+            object_cookie: txn_id,
+        };
+        let msg = match req.msg {
+            LnetMsg::Put {
+                ack_wmd,
+                match_bits,
+                hdr_data,
+                ptl_index,
+                offset,
+            } => LnetMsg::Put {
+                ack_wmd: if ack_wmd.is_none() { ack_wmd } else { wmd },
+                match_bits,
+                hdr_data,
+                ptl_index,
+                offset,
+            },
+            LnetMsg::Get {
+                match_bits,
+                ptl_index,
+                src_offset,
+                sink_length,
+                ..
+            } => LnetMsg::Get {
+                return_wmd: wmd,
+                match_bits,
+                ptl_index,
+                src_offset,
+                sink_length,
+            },
+            other => other,
+        };
+        let reply = matches!(msg, LnetMsg::Get { .. });
+        let request = match msg {
+            LnetMsg::Get {
+                ptl_index: RESERVED_PORTAL,
+                match_bits: PING_MATCHBITS,
+                ..
+            } => lnet::response::Request::Ping,
+            LnetMsg::Put {
+                ptl_index: RESERVED_PORTAL,
+                match_bits: PING_MATCHBITS,
+                ..
+            } => lnet::response::Request::DiscoveryPush,
+            LnetMsg::Get { .. } => lnet::response::Request::Get,
+            _ => lnet::response::Request::Put {
+                ack: req.want_response,
+            },
+        };
+        let header = Header {
+            dest_nid: req.dest,
+            src_nid: Nid::ANY,
+            dest_pid: PID_LUSTRE,
+            src_pid: self.config.pid,
+            payload_length: u32::try_from(req.payload.len()).unwrap_or(u32::MAX),
+            msg,
+        };
+        let timeout_ms = u64::try_from(req.timeout.as_millis()).unwrap_or(u64::MAX);
+        let deadline = self.clock.now().saturating_add(Millis(timeout_ms));
+        let (tx, rx) = mpsc::channel(3);
+        self.txns.insert(
+            txn_id,
+            Txn {
+                events: tx,
+                want_response: req.want_response,
+                reply,
+                sent: false,
+                done: false,
+                retries: 0,
+                last_peer_ni: None,
+                msg: msg_id,
+                request,
+            },
+        );
+        let (pin_local, pin_peer) = recovery.map(|r| (r.1, r.2)).unwrap_or((None, None));
+        self.msgs.insert(
+            msg_id,
+            OutMsg {
+                header,
+                payload: req.payload,
+                target: req.dest,
+                txn: Some(txn_id),
+                deadline,
+                retries: 0,
+                recovery_ping: recovery.is_some(),
+                pin_local,
+                pin_peer,
+                attempt: None,
+                abandoned: false,
+            },
+        );
+        ctx.run_later(req.timeout, move |act, _| act.expire(txn_id));
+        self.dispatch(msg_id);
+        Ok(Transaction {
+            events: rx,
+            want_response: req.want_response,
+        })
+    }
+
+    fn expire(&mut self, txn_id: u64) {
+        let Some(t) = self.txns.get(&txn_id) else {
+            return;
+        };
+        if !t.sent {
+            self.txn_event(
+                txn_id,
+                MsgEventKind::Send,
+                Outcome::Failed {
+                    status: HealthStatus::LocalTimeout,
+                    reason: FailReason::Timeout,
+                },
+                None,
+                None,
+            );
+            return;
+        }
+        // The caller's timeout always ends the transaction. When response tracking
+        // covers the request, the next hop also loses health (no resend).
+        let kind = if t.reply {
+            MsgEventKind::Reply
+        } else {
+            MsgEventKind::Ack
+        };
+        let tracked =
+            lnet::response::is_tracked(self.config.tunables.response_tracking(), t.request, None);
+        let expiry = lnet::response::on_expiry();
+        if tracked && expiry.bump_response_timeout_count {
+            bump(&mut self.counters, "response_timeout_count");
+        }
+        let next_hop = if tracked { t.last_peer_ni } else { None };
+        if let Some(e) = next_hop.and_then(|p| self.peer_nis.get(&p)) {
+            tell(
+                &e.addr,
+                Apply {
+                    effect: expiry.next_hop_peer_ni,
+                    cause: HealthStatus::RemoteTimeout,
+                    sensitivity: self.config.tunables.health_sensitivity(),
+                    send_done: false,
+                    received: false,
+                },
+            );
+        }
+        self.txn_event(
+            txn_id,
+            kind,
+            Outcome::Failed {
+                status: HealthStatus::RemoteTimeout,
+                reason: FailReason::Timeout,
+            },
+            None,
+            None,
+        );
+    }
+
+    fn recovery_ping(&mut self, due: PingDue, ctx: &mut Context<Self>) {
+        let (pin_local, pin_peer, dest) = match due.queue {
+            RecoveryKind::LocalNi => {
+                // Through the NI being recovered, to a known peer NI on its net.
+                let Some(peer) = self
+                    .peer_nis
+                    .keys()
+                    .filter(|p| p.net == due.nid.net)
+                    .min()
+                    .copied()
+                else {
+                    return;
+                };
+                (Some(due.nid), Some(peer), peer)
+            }
+            RecoveryKind::PeerNi => (None, Some(due.nid), due.nid),
+        };
+        let req = StartTxn {
+            dest,
+            msg: ping_get(),
+            payload: Bytes::new(),
+            timeout: Duration::from_secs(u64::from(self.config.tunables.transaction_timeout())),
+            want_response: true,
+        };
+        let _ = self.start_txn(req, Some((due.queue, pin_local, pin_peer)), ctx);
+    }
+}
+
+/// Sends `msg` to `addr` without blocking; the receiver fires once it was handled.
+fn applied_when<A>(addr: &Addr<A>, msg: Apply) -> oneshot::Receiver<()>
+where
+    A: Actor<Context = Context<A>> + Handler<Apply>,
+{
+    let (done_tx, done_rx) = oneshot::channel();
+    let addr = addr.clone();
+    actix::spawn(async move {
+        let _ = addr.send(msg).await;
+        let _ = done_tx.send(());
+    });
+    done_rx
+}
+
+fn ping_get() -> LnetMsg {
+    LnetMsg::Get {
+        return_wmd: WireHandle::NONE,
+        match_bits: PING_MATCHBITS,
+        ptl_index: RESERVED_PORTAL,
+        src_offset: 0,
+        sink_length: PING_SINK_LENGTH,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Handlers.
+
+impl Handler<AddNi> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: AddNi, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        let nid = m.driver.nid();
+        if self.nis.contains_key(&nid) {
+            return Err(NodeError::NiExists { nid });
+        }
+        let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
+        let (actor, view) = LocalNiActor::new(
+            m.driver,
+            m.credits,
+            self.clock,
+            self.events.clone(),
+            recovery,
+            self.completions.clone(),
+        );
+        let addr = self.place(actor);
+        self.nis.insert(nid, LocalNiEntry { addr, view, seq: 0 });
+        self.ni_order.push(nid);
+        self.seqno = self.seqno.wrapping_add(1);
+        Ok(())
+    }
+}
+
+impl Handler<AddPeer> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: AddPeer, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        if m.nids.is_empty() || m.nids.iter().any(|n| self.is_local(n)) {
+            return Err(NodeError::BadPeer {
+                reason: "a peer needs NIDs, none of them this node's".into(),
+            });
+        }
+        let mut nids = m.nids;
+        if !nids.contains(&m.primary) {
+            nids.insert(0, m.primary);
+        }
+        self.set_peer(m.primary, nids, m.multi_rail);
+        Ok(())
+    }
+}
+
+impl Handler<StartTxn> for LnetActor {
+    type Result = Result<Transaction, NodeError>;
+
+    fn handle(&mut self, m: StartTxn, ctx: &mut Context<Self>) -> Result<Transaction, NodeError> {
+        self.start_txn(m, None, ctx)
+    }
+}
+
+impl Handler<Attach> for LnetActor {
+    type Result = MessageResult<Attach>;
+
+    fn handle(&mut self, Attach(spec): Attach, _ctx: &mut Context<Self>) -> MessageResult<Attach> {
+        let (tx, rx) = mpsc::channel(spec.depth.max(1));
+        self.mds
+            .retain(|m| !(m.spec.portal == spec.portal && m.spec.match_bits == spec.match_bits));
+        self.mds.push(Md {
+            spec,
+            deliveries: tx,
+        });
+        MessageResult(rx)
+    }
+}
+
+impl Handler<Completed> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, Completed(done): Completed, ctx: &mut Context<Self>) {
+        self.on_completion(done, ctx);
+    }
+}
+
+impl Handler<Received> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, Received(rx): Received, ctx: &mut Context<Self>) {
+        self.on_received(rx, ctx);
+    }
+}
+
+impl Handler<PingDue> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, due: PingDue, ctx: &mut Context<Self>) {
+        self.recovery_ping(due, ctx);
+    }
+}
+
+impl Handler<ListNis> for LnetActor {
+    type Result = MessageResult<ListNis>;
+
+    fn handle(&mut self, _: ListNis, _ctx: &mut Context<Self>) -> MessageResult<ListNis> {
+        MessageResult(
+            self.ni_order
+                .iter()
+                .filter_map(|n| self.nis.get(n))
+                .map(|e| e.view.borrow().clone())
+                .collect(),
+        )
+    }
+}
+
+impl Handler<ListPeers> for LnetActor {
+    type Result = MessageResult<ListPeers>;
+
+    fn handle(&mut self, _: ListPeers, _ctx: &mut Context<Self>) -> MessageResult<ListPeers> {
+        MessageResult(
+            self.peers
+                .iter()
+                .map(|p| PeerView {
+                    primary: p.primary,
+                    multi_rail: p.multi_rail,
+                    nis: p
+                        .nids
+                        .iter()
+                        .filter_map(|n| self.peer_nis.get(n))
+                        .map(|e| e.view.borrow().clone())
+                        .collect(),
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Handler<ListRecovery> for LnetActor {
+    type Result = ResponseFuture<Result<Vec<RecoveryEntry<Nid>>, NodeError>>;
+
+    fn handle(
+        &mut self,
+        ListRecovery(kind): ListRecovery,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
+        let addr = self.recovery(kind).cloned();
+        Box::pin(async move {
+            let addr = addr.ok_or(NodeError::Stopped)?;
+            Ok(addr.send(List).await?)
+        })
+    }
+}
+
+impl Handler<SetNiHealth> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: SetNiHealth, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        if m.local {
+            let e = self
+                .nis
+                .get(&m.nid)
+                .ok_or(NodeError::NoSuchNi { nid: m.nid })?;
+            tell(&e.addr, SetHealth(m.value));
+        } else {
+            let e = self
+                .peer_nis
+                .get(&m.nid)
+                .ok_or(NodeError::NoSuchPeerNi { nid: m.nid })?;
+            tell(&e.addr, SetHealth(m.value));
+        }
+        Ok(())
+    }
+}
+
+impl Handler<SetTunables> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, SetTunables(t): SetTunables, _ctx: &mut Context<Self>) {
+        let recovery = RecoveryConfig::from(&t);
+        for addr in [&self.local_recovery, &self.peer_recovery]
+            .into_iter()
+            .flatten()
+        {
+            tell(addr, Configure(recovery));
+        }
+        self.config.tunables = t;
+    }
+}
+
+impl Handler<OwnInfo> for LnetActor {
+    type Result = MessageResult<OwnInfo>;
+
+    fn handle(&mut self, _: OwnInfo, _ctx: &mut Context<Self>) -> MessageResult<OwnInfo> {
+        MessageResult(self.own_info())
+    }
+}
+
+impl Handler<LearnPeer> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, LearnPeer(info, from): LearnPeer, _ctx: &mut Context<Self>) {
+        self.learn(info, from);
+    }
+}
+
+impl Handler<Counters> for LnetActor {
+    type Result = MessageResult<Counters>;
+
+    fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
+        MessageResult(self.counters.clone())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/// The handle of a node: the API of the LNet endpoint.
+#[derive(Debug, Clone)]
+pub struct Node {
+    addr: Addr<LnetActor>,
+    events: EventBus,
+    handler: Arc<NodeHandler>,
+    clock: Clock,
+}
+
+impl Node {
+    /// Starts a node's actors on the current arbiter (inside a running actix system).
+    pub fn start(config: NodeConfig) -> Node {
+        let clock = Clock::new();
+        let events = EventBus::new(config.event_capacity);
+        let cap = config.max_in_flight.saturating_mul(2).max(16);
+        let (ctx_tx, mut ctx_rx) = mpsc::channel::<TxCompletion>(cap);
+        let (rx_tx, mut rx_rx) = mpsc::channel::<RxMessage>(256);
+        let actor = LnetActor {
+            config,
+            clock,
+            events: events.clone(),
+            completions: ctx_tx.clone(),
+            nis: BTreeMap::new(),
+            ni_order: Vec::new(),
+            peers: Vec::new(),
+            peer_nis: HashMap::new(),
+            msgs: HashMap::new(),
+            attempts: HashMap::new(),
+            txns: HashMap::new(),
+            next_id: 0,
+            mds: Vec::new(),
+            seen: HashSet::new(),
+            seen_order: VecDeque::new(),
+            seqno: 0,
+            local_recovery: None,
+            peer_recovery: None,
+            counters: BTreeMap::new(),
+            next_cpt: 0,
+        };
+        let addr = actor.start();
+        let a = addr.clone();
+        actix::spawn(async move {
+            while let Some(done) = ctx_rx.recv().await {
+                if a.send(Completed(done)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let a = addr.clone();
+        actix::spawn(async move {
+            while let Some(msg) = rx_rx.recv().await {
+                if a.send(Received(msg)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Node {
+            addr,
+            events,
+            handler: Arc::new(NodeHandler {
+                completions: ctx_tx,
+                received: rx_tx,
+            }),
+            clock,
+        }
+    }
+
+    /// The handler every LND of this node reports to.
+    pub fn handler(&self) -> Arc<NodeHandler> {
+        Arc::clone(&self.handler)
+    }
+
+    /// The events bus.
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    /// The node's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Starts an NI on LND `L` with `credits` tx credits; returns its NID.
+    pub async fn add_ni<L: Lnd<Handler = NodeHandler>>(
+        &self,
+        config: L::Config,
+        credits: u32,
+    ) -> Result<Nid, NodeError> {
+        let lnd = L::start(config, self.handler())
+            .await
+            .map_err(|e| NodeError::NiStart {
+                reason: e.to_string(),
+            })?;
+        let nid = Lnd::nid(&lnd);
+        self.addr
+            .send(AddNi {
+                driver: Arc::new(lnd),
+                credits,
+            })
+            .await??;
+        Ok(nid)
+    }
+
+    /// Adds (or replaces) a peer: its primary NID, its NIDs (on one or more nets), and
+    /// whether it is Multi-Rail (`lnetctl peer add --prim_nid --nid [--non_mr]`).
+    pub async fn add_peer(
+        &self,
+        primary: Nid,
+        nids: Vec<Nid>,
+        multi_rail: bool,
+    ) -> Result<(), NodeError> {
+        self.addr
+            .send(AddPeer {
+                primary,
+                nids,
+                multi_rail,
+            })
+            .await?
+    }
+
+    /// Exposes an MD: PUTs that match come out of the returned channel.
+    pub async fn attach(&self, md: MdSpec) -> Result<mpsc::Receiver<RxMessage>, NodeError> {
+        Ok(self.addr.send(Attach(md)).await?)
+    }
+
+    /// Sends a PUT.
+    pub async fn put(&self, req: PutRequest) -> Result<Transaction, NodeError> {
+        let ack_wmd = if req.ack {
+            WireHandle {
+                interface_cookie: 1,
+                object_cookie: 1,
+            }
+        } else {
+            WireHandle::NONE
+        };
+        self.addr
+            .send(StartTxn {
+                dest: req.dest,
+                msg: LnetMsg::Put {
+                    ack_wmd,
+                    match_bits: req.match_bits,
+                    hdr_data: req.hdr_data,
+                    ptl_index: req.portal,
+                    offset: 0,
+                },
+                payload: req.payload,
+                timeout: req.timeout,
+                want_response: req.ack,
+            })
+            .await?
+    }
+
+    /// Sends a GET.
+    pub async fn get(&self, req: GetRequest) -> Result<Transaction, NodeError> {
+        self.addr
+            .send(StartTxn {
+                dest: req.dest,
+                msg: LnetMsg::Get {
+                    return_wmd: WireHandle::NONE,
+                    match_bits: req.match_bits,
+                    ptl_index: req.portal,
+                    src_offset: 0,
+                    sink_length: req.sink_length,
+                },
+                payload: Bytes::new(),
+                timeout: req.timeout,
+                want_response: true,
+            })
+            .await?
+    }
+
+    /// Pings `nid` (`lnetctl ping`): a GET on the reserved portal; the REPLY's ping info.
+    pub async fn ping(&self, nid: Nid, timeout: Duration) -> Result<PingReply, PingFailure> {
+        let txn = self
+            .get(GetRequest {
+                dest: nid,
+                portal: RESERVED_PORTAL,
+                match_bits: PING_MATCHBITS,
+                sink_length: PING_SINK_LENGTH,
+                timeout,
+            })
+            .await?;
+        let events = txn.finish().await;
+        let Some(last) = events.last() else {
+            return Err(PingFailure::Failed(Outcome::Failed {
+                status: HealthStatus::LocalError,
+                reason: FailReason::Timeout,
+            }));
+        };
+        if last.kind != MsgEventKind::Reply || !last.status.is_ok() {
+            return Err(PingFailure::Failed(last.status));
+        }
+        let payload = last.payload.clone().unwrap_or_default();
+        let info = PingInfo::decode_validated(&payload, INTERFACES_MAX_DEFAULT)
+            .map_err(|e| PingFailure::BadInfo(e.to_string()))?;
+        Ok(PingReply {
+            from: last.from.unwrap_or(nid),
+            info,
+        })
+    }
+
+    /// Discovers `nid`: pings it, records its NIDs and Multi-Rail flag as a peer, then,
+    /// if it is Multi-Rail and discovery-capable, pushes this node's ping info to it and
+    /// waits for the ACK.
+    pub async fn discover(
+        &self,
+        nid: Nid,
+        timeout: Duration,
+    ) -> Result<DiscoveredPeer, PingFailure> {
+        let reply = self.ping(nid, timeout).await?;
+        let info = reply.info.clone();
+        self.addr
+            .send(LearnPeer(info.clone(), reply.from))
+            .await
+            .map_err(NodeError::from)?;
+        let multi_rail = info.features.contains(Features::MULTI_RAIL);
+        let nids = reply.nids();
+        let primary = nids.first().map(|n| n.0).unwrap_or(nid);
+        let mut pushed = false;
+        if multi_rail && info.features.contains(Features::DISCOVERY) {
+            let own = self.addr.send(OwnInfo).await.map_err(NodeError::from)?;
+            let payload = own
+                .encode()
+                .map_err(|e| PingFailure::BadInfo(e.to_string()))?;
+            let txn = self
+                .put(PutRequest {
+                    dest: primary,
+                    portal: RESERVED_PORTAL,
+                    match_bits: PING_MATCHBITS,
+                    hdr_data: 0,
+                    payload: Bytes::from(payload),
+                    ack: true,
+                    timeout,
+                })
+                .await?;
+            let events = txn.finish().await;
+            pushed = events
+                .last()
+                .is_some_and(|e| e.kind == MsgEventKind::Ack && e.status.is_ok());
+        }
+        Ok(DiscoveredPeer {
+            primary,
+            nids,
+            multi_rail,
+            pushed,
+        })
+    }
+
+    /// Replaces the global tunables (`lnetctl set ...`, each value checked by
+    /// [`Tunables::set`]); messages sent from now on follow them.
+    pub async fn set_tunables(&self, tunables: Tunables) -> Result<(), NodeError> {
+        Ok(self.addr.send(SetTunables(tunables)).await?)
+    }
+
+    /// This node's ping info as it would answer a ping now.
+    pub async fn ping_info(&self) -> Result<PingInfo, NodeError> {
+        Ok(self.addr.send(OwnInfo).await?)
+    }
+
+    /// The local NIs (`lnetctl net show`).
+    pub async fn local_nis(&self) -> Result<Vec<LocalNiView>, NodeError> {
+        Ok(self.addr.send(ListNis).await?)
+    }
+
+    /// The peers (`lnetctl peer show`).
+    pub async fn peers(&self) -> Result<Vec<PeerView>, NodeError> {
+        Ok(self.addr.send(ListPeers).await?)
+    }
+
+    /// A recovery queue's entries (`lnetctl debug recovery --local|--peer`).
+    pub async fn recovery(&self, kind: RecoveryKind) -> Result<Vec<RecoveryEntry<Nid>>, NodeError> {
+        self.addr.send(ListRecovery(kind)).await?
+    }
+
+    /// A recovery queue as `lnetctl debug recovery --local|--peer` lists it: its heading
+    /// and `nid-0`, `nid-1`, … in queue order.
+    pub async fn recovery_listing(
+        &self,
+        kind: RecoveryKind,
+    ) -> Result<(&'static str, Vec<(String, Nid)>), NodeError> {
+        let entries = self.recovery(kind).await?;
+        let listing = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (format!("nid-{i}"), e.key))
+            .collect();
+        Ok((kind.heading(), listing))
+    }
+
+    /// Sets a local NI's health (`lnetctl net set --nid --health`).
+    pub async fn set_local_ni_health(&self, nid: Nid, value: HealthValue) -> Result<(), NodeError> {
+        self.addr
+            .send(SetNiHealth {
+                local: true,
+                nid,
+                value,
+            })
+            .await?
+    }
+
+    /// Sets a peer NI's health (`lnetctl peer set --nid --health`).
+    pub async fn set_peer_ni_health(&self, nid: Nid, value: HealthValue) -> Result<(), NodeError> {
+        self.addr
+            .send(SetNiHealth {
+                local: false,
+                nid,
+                value,
+            })
+            .await?
+    }
+
+    /// Node-wide counters (`resend_count`, `successful_resends`, `failed_resends`,
+    /// `response_timeout_count`, `late_messages`, `drop_count`).
+    pub async fn counters(&self) -> Result<BTreeMap<&'static str, u64>, NodeError> {
+        Ok(self.addr.send(Counters).await?)
+    }
+}
