@@ -10,6 +10,11 @@
 //!   buffer, nowhere, or close the connection); the connection reads nothing more until
 //!   that decision is made, which is how a lack of buffers becomes TCP back-pressure.
 //!   Then the whole message ([`LndHandler::on_message`]).
+//! * When a peer loses its last connection and the LND has nothing under way to reach it
+//!   again, it says so once through [`LndHandler::on_peer_down`] (a default no-op), so that
+//!   the layer above can mark the peer NI down (the kernel's `lnet_notify`).
+
+pub mod fault;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -124,6 +129,42 @@ pub trait LndHandler: Send + Sync + 'static {
     fn on_message(&self, msg: RxMessage) -> impl Future<Output = ()> + Send;
     /// A send accepted by [`Lnd::send`] is finished.
     fn on_send_complete(&self, done: TxCompletion);
+
+    /// A peer went down: its last connection closed or failed (socklnd: after its
+    /// sibling connections were closed too), no connection to it is being set up and no
+    /// send to it is queued. Called once per loss, and not again until a connection to the
+    /// peer has come up again. Like [`LndHandler::on_send_complete`] it must not block.
+    /// The default does nothing.
+    fn on_peer_down(&self, down: PeerDown) {
+        let _ = down;
+    }
+}
+
+/// A peer that went down ([`LndHandler::on_peer_down`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerDown {
+    /// The local NI.
+    pub ni: Nid,
+    /// The peer NI.
+    pub peer: Nid,
+    /// The health status a send caught by the same failure completes with (who is at
+    /// fault, see [`HealthStatus::charge`]).
+    pub status: HealthStatus,
+    /// Why, for logs.
+    pub reason: String,
+}
+
+impl PeerDown {
+    /// A peer-down report (for LNDs and test doubles).
+    pub fn new(ni: Nid, peer: Nid, status: HealthStatus, reason: String) -> PeerDown {
+        PeerDown {
+            ni,
+            peer,
+            status,
+            reason,
+        }
+    }
 }
 
 /// Why [`Lnd::send`] refused a message (no completion follows a refusal).

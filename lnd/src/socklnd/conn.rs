@@ -2,10 +2,13 @@
 //! reference §3.5, §3.6, §3.8).
 //!
 //! The writer sends what its peer task queues on it, in order, each frame within the
-//! socklnd timeout. The reader follows the receive state machine: ksock header, LNet
-//! header, then it stops reading until the upper layer has said where the payload goes,
-//! reads the payload, acknowledges a zero-copy request, and delivers the message. A frame
-//! started but not finished within the socklnd timeout closes the connection.
+//! socklnd timeout. The reader follows the receive state machine by feeding every byte to
+//! the sans-io [`Deframer`] in header-first mode (the one parser, fuzzed): ksock header,
+//! LNet header, then it stops reading until the upper layer has said where the payload
+//! goes, reads the payload straight into that buffer (or discards it), acknowledges a
+//! zero-copy request, and delivers the message. A frame started but not finished within
+//! the socklnd timeout closes the connection. Receive-side fault rules
+//! ([`crate::lnd::fault`]) are applied to each LNet header before the upper layer sees it.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,16 +22,20 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::peer::PeerCmd;
+use super::peer::{Faults, PeerCmd};
 use super::status::TxFailure;
-use super::wire::{ByteOrder, Csum, KsockHeader, KsockType, ZcAcks, KSOCK_HEADER_BYTES};
+use super::wire::{
+    ByteOrder, DeframeError, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks,
+};
+use crate::lnd::fault::{Direction, FaultAction};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 
 /// Frames up to this size are written with one write call (header and payload copied
 /// together); larger payloads are written from their own buffer.
 const COALESCE_BYTES: usize = 4096;
-/// Chunk size when discarding a payload.
-const DISCARD_CHUNK: usize = 64 * 1024;
+/// Most bytes read at once outside a payload read into the caller's buffer (a discarded
+/// payload is read in chunks of this size).
+const READ_CHUNK: usize = 64 * 1024;
 
 /// What a writer sends.
 #[derive(Debug)]
@@ -79,12 +86,19 @@ pub(crate) enum ConnEnd {
     ReadStalled,
     /// The peer closed the connection (between frames or in the middle of one).
     PeerClosed { mid_frame: bool },
-    /// The peer sent something invalid.
+    /// The peer's bytes broke the framing (the deframer's error; an EOF mid-frame is
+    /// [`DeframeError::UnexpectedEof`]).
+    Deframe(DeframeError),
+    /// The peer sent something invalid that the deframer cannot know about.
     Protocol(String),
     /// The upper layer asked to close it.
     UpperLayer,
     /// This side closed it (stale peer, stop).
     Local,
+    /// This side closed it because a sibling connection to the same peer ended (kernel
+    /// behaviour: a connection closes with its siblings); a send being written on it
+    /// fails as the sibling's did.
+    Sibling(TxFailure),
 }
 
 impl ConnEnd {
@@ -94,7 +108,11 @@ impl ConnEnd {
             ConnEnd::WriteFailed(e) => TxFailure::of_write_error(e),
             ConnEnd::WriteStalled | ConnEnd::ReadStalled => TxFailure::Stalled,
             ConnEnd::ReadFailed(_) | ConnEnd::PeerClosed { .. } => TxFailure::PeerClosed,
-            ConnEnd::Protocol(_) | ConnEnd::UpperLayer | ConnEnd::Local => TxFailure::ClosedLocally,
+            ConnEnd::Deframe(DeframeError::UnexpectedEof { .. }) => TxFailure::PeerClosed,
+            ConnEnd::Sibling(failure) => *failure,
+            ConnEnd::Deframe(_) | ConnEnd::Protocol(_) | ConnEnd::UpperLayer | ConnEnd::Local => {
+                TxFailure::ClosedLocally
+            }
         }
     }
 }
@@ -108,9 +126,11 @@ impl std::fmt::Display for ConnEnd {
             ConnEnd::ReadStalled => f.write_str("timeout receiving a frame"),
             ConnEnd::PeerClosed { mid_frame: false } => f.write_str("peer closed"),
             ConnEnd::PeerClosed { mid_frame: true } => f.write_str("peer closed mid-frame"),
+            ConnEnd::Deframe(e) => write!(f, "protocol error: {e}"),
             ConnEnd::Protocol(why) => write!(f, "protocol error: {why}"),
             ConnEnd::UpperLayer => f.write_str("closed by the upper layer"),
             ConnEnd::Local => f.write_str("closed by this side"),
+            ConnEnd::Sibling(_) => f.write_str("closed with a sibling connection"),
         }
     }
 }
@@ -236,21 +256,18 @@ pub(crate) struct Reader<H> {
     pub(crate) handler: Arc<H>,
     pub(crate) ni: lnet::Nid,
     pub(crate) from: ProcessId,
-    pub(crate) form: HeaderForm,
+    pub(crate) version: ProtoVersion,
     pub(crate) order: ByteOrder,
     pub(crate) timeout: Duration,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     pub(crate) alive: Arc<LastAlive>,
+    pub(crate) faults: Arc<Faults>,
 }
 
 impl<H: LndHandler> Reader<H> {
     /// Reads frames until the connection ends, then tells the peer task why.
     pub(crate) async fn run(self, mut r: OwnedReadHalf) {
-        let end = loop {
-            if let Err(end) = self.frame(&mut r).await {
-                break end;
-            }
-        };
+        let end = self.read_frames(&mut r).await;
         let _ = self
             .peer
             .send(PeerCmd::Closed {
@@ -260,137 +277,152 @@ impl<H: LndHandler> Reader<H> {
             .await;
     }
 
-    /// Fills `buf` before `deadline`.
-    async fn fill(
-        &self,
-        r: &mut OwnedReadHalf,
-        buf: &mut [u8],
-        deadline: Instant,
-    ) -> Result<(), ConnEnd> {
-        let mut got = 0;
-        while got < buf.len() {
-            let rest = buf.get_mut(got..).unwrap_or_default();
-            match tokio::time::timeout_at(deadline, r.read(rest)).await {
-                Err(_) => return Err(ConnEnd::ReadStalled),
-                Ok(Err(e)) => return Err(ConnEnd::ReadFailed(e)),
-                Ok(Ok(0)) => return Err(ConnEnd::PeerClosed { mid_frame: true }),
-                Ok(Ok(n)) => {
-                    got += n;
+    /// Every byte from the peer goes through the (fuzzed) deframer in header-first mode;
+    /// this loop only moves bytes and acts on its events.
+    async fn read_frames(&self, r: &mut OwnedReadHalf) -> ConnEnd {
+        let mut d = Deframer::for_frames(Side::Active, self.version, self.order).header_first();
+        // Set while a frame is being received: the socklnd timeout runs.
+        let mut deadline: Option<Instant> = None;
+        loop {
+            loop {
+                let event = match d.poll() {
+                    Ok(Some(event)) => event,
+                    Ok(None) => break,
+                    Err(e) => return ConnEnd::Deframe(e),
+                };
+                if let Err(end) = self.on_event(&mut d, event).await {
+                    return end;
+                }
+                if d.stage() == Stage::Payload {
+                    // The payload's time starts once the upper layer has decided.
+                    deadline = Some(Instant::now() + self.timeout);
+                }
+            }
+            if !d.is_mid_message() {
+                deadline = None;
+            }
+            let read = self.read_some(r, &mut d, deadline).await;
+            match read {
+                Err(end) => return end,
+                Ok(0) => {
+                    return match d.finish() {
+                        Ok(()) => ConnEnd::PeerClosed { mid_frame: false },
+                        Err(e) => ConnEnd::Deframe(e),
+                    }
+                }
+                Ok(_) => {
                     self.alive.touch();
+                    if deadline.is_none() && d.is_mid_message() {
+                        deadline = Some(Instant::now() + self.timeout);
+                    }
                 }
             }
         }
-        Ok(())
     }
 
-    async fn frame(&self, r: &mut OwnedReadHalf) -> Result<(), ConnEnd> {
-        let mut kb = [0u8; KSOCK_HEADER_BYTES];
-        // Idle between frames is fine; once a frame starts the timeout runs.
-        let n = match r.read(&mut kb).await {
-            Err(e) => return Err(ConnEnd::ReadFailed(e)),
-            Ok(0) => return Err(ConnEnd::PeerClosed { mid_frame: false }),
-            Ok(n) => n,
+    /// Reads what the deframer wants (payloads straight into the caller's buffer), at
+    /// most one frame's worth, before `deadline` if set.
+    async fn read_some(
+        &self,
+        r: &mut OwnedReadHalf,
+        d: &mut Deframer,
+        deadline: Option<Instant>,
+    ) -> Result<usize, ConnEnd> {
+        let io = async {
+            if let Some((sink, left)) = d.payload_sink() {
+                let mut limited = (&mut *r).take(u64::try_from(left).unwrap_or(u64::MAX));
+                return limited.read_buf(sink).await;
+            }
+            let want = d.wanted().clamp(1, READ_CHUNK);
+            let mut buf = BytesMut::with_capacity(want);
+            let n = (&mut *r)
+                .take(u64::try_from(want).unwrap_or(u64::MAX))
+                .read_buf(&mut buf)
+                .await?;
+            d.feed(buf);
+            Ok(n)
         };
-        self.alive.touch();
-        let deadline = Instant::now() + self.timeout;
-        self.fill(r, kb.get_mut(n..).unwrap_or_default(), deadline)
-            .await?;
-        let ksock =
-            KsockHeader::decode(&kb, self.order).map_err(|e| ConnEnd::Protocol(e.to_string()))?;
-        // This side never asks for zero-copy, so no ACK may come back.
-        match ksock.acks() {
-            ZcAcks::None | ZcAcks::Keepalive => {}
-            acks => {
-                return Err(ConnEnd::Protocol(format!(
-                    "ZC-ACK {acks:?} for a cookie never requested"
-                )))
-            }
-        }
-        if ksock.msg_type == KsockType::Noop {
-            return match super::wire::verify_frame(&kb, ksock.csum) {
-                Ok(()) => Ok(()),
-                Err(e) => Err(ConnEnd::Protocol(e.to_string())),
-            };
-        }
-        let mut hb = vec![0u8; self.form.size()];
-        self.fill(r, &mut hb, deadline).await?;
-        let header =
-            Header::decode(&hb, self.form).map_err(|e| ConnEnd::Protocol(e.to_string()))?;
-        header
-            .check_lnet()
-            .map_err(|e| ConnEnd::Protocol(e.to_string()))?;
-        let len = usize::try_from(header.payload_length).unwrap_or(usize::MAX);
-        // Nothing is read while the upper layer decides: back-pressure on this socket.
-        let decision = self
-            .handler
-            .on_header(RxHeader {
-                ni: self.ni,
-                from: self.from,
-                header,
-            })
-            .await;
-        let deadline = Instant::now() + self.timeout;
-        let mut csum = (ksock.csum != 0).then(|| {
-            let mut c = Csum::new();
-            let mut zeroed = kb;
-            if let Some(field) = zeroed.get_mut(4..8) {
-                field.fill(0);
-            }
-            c.update(&zeroed);
-            c.update(&hb);
-            c
-        });
-        let payload = match decision {
-            RxDecision::Close => return Err(ConnEnd::UpperLayer),
-            RxDecision::Receive(mut buf) => {
-                buf.clear();
-                buf.resize(len, 0);
-                self.fill(r, &mut buf, deadline).await?;
-                if let Some(c) = csum.as_mut() {
-                    c.update(&buf);
-                }
-                Some(buf)
-            }
-            RxDecision::Discard => {
-                let mut scratch = BytesMut::zeroed(DISCARD_CHUNK.min(len));
-                let mut left = len;
-                while left > 0 {
-                    let chunk = scratch
-                        .get_mut(..left.min(DISCARD_CHUNK))
-                        .unwrap_or_default();
-                    self.fill(r, chunk, deadline).await?;
-                    if let Some(c) = csum.as_mut() {
-                        c.update(chunk);
+        let result = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, io).await {
+                Err(_) => return Err(ConnEnd::ReadStalled),
+                Ok(r) => r,
+            },
+            None => io.await,
+        };
+        result.map_err(ConnEnd::ReadFailed)
+    }
+
+    async fn on_event(&self, d: &mut Deframer, event: Event) -> Result<(), ConnEnd> {
+        match event {
+            Event::Noop(ksock) => no_acks_expected(&ksock),
+            Event::LnetHeader { ksock, header } => {
+                no_acks_expected(&ksock)?;
+                match self.faults.check(Direction::Receive, &header) {
+                    Some(FaultAction::Drop) => {
+                        // Dropped silently: the payload is read and thrown away.
+                        tracing::debug!(from = %self.from, ?header, "socklnd: fault rule dropped a received message");
+                        return d
+                            .discard_payload()
+                            .map_err(|e| ConnEnd::Protocol(e.to_string()));
                     }
-                    left -= chunk.len();
+                    Some(FaultAction::Delay(by)) => {
+                        // The connection reads nothing meanwhile.
+                        tokio::time::sleep(by).await;
+                    }
+                    Some(FaultAction::Fail(_)) | None => {}
                 }
-                None
+                // Nothing is read while the upper layer decides: back-pressure on this
+                // socket.
+                let decision = self
+                    .handler
+                    .on_header(RxHeader {
+                        ni: self.ni,
+                        from: self.from,
+                        header,
+                    })
+                    .await;
+                let decided = match decision {
+                    RxDecision::Close => return Err(ConnEnd::UpperLayer),
+                    RxDecision::Receive(buf) => d.receive_payload(buf),
+                    RxDecision::Discard => d.discard_payload(),
+                };
+                decided.map_err(|e| ConnEnd::Protocol(e.to_string()))
             }
-        };
-        if let Some(c) = csum {
-            let computed = c.finish();
-            if computed != ksock.csum {
-                return Err(ConnEnd::Protocol(format!(
-                    "ksock checksum mismatch: frame says {:#010x}, contents give {computed:#010x}",
-                    ksock.csum
-                )));
+            Event::LnetPayload {
+                ksock,
+                header,
+                payload,
+            } => {
+                if let Some(cookie) = ksock.zc_request() {
+                    if self.peer.send(PeerCmd::ZcAck { cookie }).await.is_err() {
+                        return Err(ConnEnd::Local);
+                    }
+                }
+                if let Some(buf) = payload {
+                    self.handler
+                        .on_message(RxMessage {
+                            ni: self.ni,
+                            from: self.from,
+                            header,
+                            payload: buf.freeze(),
+                        })
+                        .await;
+                }
+                Ok(())
             }
+            other => Err(ConnEnd::Protocol(format!(
+                "unexpected event after the handshake: {other:?}"
+            ))),
         }
-        if let Some(cookie) = ksock.zc_request() {
-            if self.peer.send(PeerCmd::ZcAck { cookie }).await.is_err() {
-                return Err(ConnEnd::Local);
-            }
-        }
-        if let Some(buf) = payload {
-            self.handler
-                .on_message(RxMessage {
-                    ni: self.ni,
-                    from: self.from,
-                    header,
-                    payload: buf.freeze(),
-                })
-                .await;
-        }
-        Ok(())
+    }
+}
+
+/// This side never asks for zero-copy, so no ZC-ACK may come back (keepalives are fine).
+fn no_acks_expected(ksock: &KsockHeader) -> Result<(), ConnEnd> {
+    match ksock.acks() {
+        ZcAcks::None | ZcAcks::Keepalive => Ok(()),
+        acks => Err(ConnEnd::Protocol(format!(
+            "ZC-ACK {acks:?} for a cookie never requested"
+        ))),
     }
 }

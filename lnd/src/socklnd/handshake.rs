@@ -114,7 +114,9 @@ pub struct PassiveContext {
     pub same_type: usize,
     /// How many of one type a peer may have (`conns_per_peer`).
     pub max_per_type: usize,
-    /// Whether the peer's address is a loopback address (exempt from the duplicate rule).
+    /// Whether the connection loops back to this node (peer address = local address):
+    /// exempt from the duplicate rule, whose address pairs cannot tell the two ends
+    /// apart then.
     pub loopback: bool,
 }
 

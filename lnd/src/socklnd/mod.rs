@@ -7,10 +7,12 @@
 //!
 //! The driver around it ([`SockLnd`], behind [`crate::Lnd`]) keeps its protocol decisions
 //! in plain modules too: [`placement`] (which connection carries which frame),
-//! [`credits`] (tx credit accounting), [`status`] (failures to health statuses) and the
-//! decision functions of [`handshake`]. The tokio layer is [`ni`] (acceptor, NI),
-//! `peer` (one task per peer: connections, queue, credits) and `conn` (a connection's
-//! reader and writer tasks).
+//! [`credits`] (tx credit accounting), [`status`] (failures to health statuses),
+//! [`stats`] (closed connections by reason) and the decision functions of [`handshake`].
+//! The tokio layer is [`ni`] (acceptor, NI, fault rules), `peer` (one task per peer:
+//! connections, queue, credits; a connection that ends takes its siblings with it, and a
+//! peer left with nothing is reported down through [`crate::LndHandler::on_peer_down`])
+//! and `conn` (a connection's reader and writer tasks).
 
 pub mod config;
 mod conn;
@@ -19,9 +21,11 @@ pub mod handshake;
 pub mod ni;
 mod peer;
 pub mod placement;
+pub mod stats;
 pub mod status;
 pub mod wire;
 
 pub use config::SockLndConfig;
 pub use ni::{SockLnd, StartError};
 pub use peer::PeerStats;
+pub use stats::{CloseReason, NiStats};

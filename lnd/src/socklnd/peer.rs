@@ -25,9 +25,11 @@ use super::conn::{ConnEnd, LastAlive, Reader, WriteItem, Writer, WriterProgress}
 use super::credits::TxCredits;
 use super::handshake::{self, ConnectError, Established, PassiveContext, PassiveDecision};
 use super::placement::{self, Candidate, Traffic};
+use super::stats::{CloseCounters, CloseReason};
 use super::status::TxFailure;
 use super::wire::{lnet_frame_len, ByteOrder, ConnType, Hello, KsockHeader, ProtoVersion};
-use crate::lnd::{LndHandler, TxCompletion, TxRequest};
+use crate::lnd::fault::{Direction, FaultAction, FaultSet};
+use crate::lnd::{LndHandler, PeerDown, TxCompletion, TxRequest};
 
 /// After this many HELLO refusals in a row the peer stops opening connections if it has
 /// any (`SOCKNAL_MAX_RETRIES`).
@@ -54,6 +56,34 @@ pub(crate) struct NiShared<H> {
     pub(crate) next_conn: AtomicU64,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) peers: Mutex<Peers>,
+    pub(crate) closes: CloseCounters,
+    /// The NI's fault injection rules (tests), checked on send and on receive.
+    pub(crate) faults: Arc<Faults>,
+    /// Bounds the sends held by delay rules.
+    pub(crate) delayed: Arc<Semaphore>,
+}
+
+/// The fault rules of one NI, behind a lock held only to check or change them.
+#[derive(Debug, Default)]
+pub(crate) struct Faults(Mutex<FaultSet>);
+
+impl Faults {
+    /// Runs `f` on the rules (a poisoned lock still holds usable rules).
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut FaultSet) -> T) -> T {
+        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut set)
+    }
+
+    /// The action of the first rule that fires on this message, if any.
+    pub(crate) fn check(&self, dir: Direction, header: &lnet::Header) -> Option<FaultAction> {
+        self.with(|set| {
+            if set.is_empty() {
+                None
+            } else {
+                set.check(dir, header)
+            }
+        })
+    }
 }
 
 /// The peers of an NI.
@@ -204,6 +234,8 @@ struct PeerTask<H> {
     alive: Arc<LastAlive>,
     last_keepalive: Option<Instant>,
     pending_noops: VecDeque<KsockHeader>,
+    /// The upper layer was told the peer is down, and no connection came up since.
+    down_reported: bool,
 }
 
 impl<H: LndHandler> PeerTask<H> {
@@ -240,6 +272,7 @@ impl<H: LndHandler> PeerTask<H> {
             alive: Arc::new(LastAlive::new(Instant::now())),
             last_keepalive: None,
             pending_noops: VecDeque::new(),
+            down_reported: false,
         }
     }
 
@@ -478,6 +511,8 @@ impl<H: LndHandler> PeerTask<H> {
                 self.add_conn(est.stream, est.ctype, est.version, est.order);
             }
             Err(ConnectError::Refused) => {
+                self.ni.closes.count(CloseReason::HandshakeRefused);
+                tracing::debug!(peer = %self.id, ?ctype, reason = ?CloseReason::HandshakeRefused, "socklnd: connection refused by the peer");
                 // Lost a race or a duplicate: one retry round per min_reconnect, however
                 // many connections of the round were refused.
                 if self.retry_at.is_none_or(|t| t <= now) {
@@ -487,14 +522,21 @@ impl<H: LndHandler> PeerTask<H> {
                 if self.refusals >= MAX_REFUSALS && !self.has_every_type() {
                     self.fail_queue(TxFailure::HandshakeRefused, "peer refused the connection");
                     self.refusals = 0;
+                    self.maybe_peer_down(
+                        TxFailure::HandshakeRefused,
+                        "peer refused the connection",
+                    );
                 }
             }
             Err(e) => {
-                tracing::info!(peer = %self.id, ?ctype, "socklnd: connect failed: {e}");
+                let reason = CloseReason::of_connect(&e);
+                self.ni.closes.count(reason);
+                tracing::info!(peer = %self.id, ?ctype, ?reason, "socklnd: connect failed: {e}");
                 self.retry_at = Some(now + self.backoff);
                 self.backoff = (self.backoff * 2).min(self.ni.cfg.max_reconnect);
                 if self.conns.is_empty() {
                     self.fail_queue(e.failure(), &e.to_string());
+                    self.maybe_peer_down(e.failure(), &e.to_string());
                 }
             }
         }
@@ -536,11 +578,12 @@ impl<H: LndHandler> PeerTask<H> {
             handler: self.ni.handler.clone(),
             ni: self.ni.me.nid,
             from: self.id,
-            form,
+            version,
             order,
             timeout: cfg.timeout,
             peer: self.cmd_tx.clone(),
             alive: self.alive.clone(),
+            faults: self.ni.faults.clone(),
         };
         let wa = self.tasks.spawn(writer.run(w, wrx));
         let ra = self.tasks.spawn(reader.run(r));
@@ -548,6 +591,7 @@ impl<H: LndHandler> PeerTask<H> {
         self.refusals = 0;
         self.backoff = self.ni.cfg.min_reconnect;
         self.retry_at = None;
+        self.down_reported = false;
         tracing::debug!(peer = %self.id, ?ctype, ?version, conn = id, "socklnd: connection up");
         self.conns.push(Conn {
             id,
@@ -618,7 +662,7 @@ impl<H: LndHandler> PeerTask<H> {
                     self.complete(&inf.tx, None);
                 }
             }
-            PeerCmd::Closed { conn, end } => self.close_conn(conn, &end, false),
+            PeerCmd::Closed { conn, end } => self.close_with_siblings(conn, &end),
             PeerCmd::ZcAck { cookie } => {
                 self.pending_noops.push_back(KsockHeader::zc_ack(cookie));
                 self.flush_noops();
@@ -634,6 +678,43 @@ impl<H: LndHandler> PeerTask<H> {
                 });
             }
         }
+    }
+
+    /// Connection `id` ended: close it and, as the kernel does, every other connection
+    /// to the peer. Their unsent messages go back to the queue (a new set is opened for
+    /// them); the sends being written fail as `end` says. Tells the upper layer if the
+    /// peer is now down.
+    fn close_with_siblings(&mut self, id: u64, end: &ConnEnd) {
+        if !self.conns.iter().any(|c| c.id == id) {
+            return;
+        }
+        self.close_conn(id, end, false);
+        let failure = end.failure();
+        let siblings: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
+        if !siblings.is_empty() {
+            tracing::info!(peer = %self.id, n = siblings.len(), "socklnd: closing the sibling connections of a closed connection");
+        }
+        for sib in siblings {
+            self.close_conn(sib, &ConnEnd::Sibling(failure), false);
+        }
+        self.maybe_peer_down(failure, &end.to_string());
+    }
+
+    /// Tells the upper layer the peer is down if it has no connection, none is being set
+    /// up, nothing waits to be sent, and it was not told already.
+    fn maybe_peer_down(&mut self, failure: TxFailure, why: &str) {
+        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
+        if self.down_reported || !self.conns.is_empty() || busy || !self.queue.is_empty() {
+            return;
+        }
+        self.down_reported = true;
+        tracing::info!(peer = %self.id, "socklnd: peer down: {why}");
+        self.ni.handler.on_peer_down(PeerDown::new(
+            self.ni.me.nid,
+            self.id.nid,
+            failure.status(),
+            why.to_owned(),
+        ));
     }
 
     fn release(&mut self, ctype: ConnType) {
@@ -663,7 +744,9 @@ impl<H: LndHandler> PeerTask<H> {
         // The set changed: opening connections may help again.
         self.refusals = 0;
         if !stopping {
-            tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, "socklnd: connection closed: {end}");
+            let reason = CloseReason::of_end(end);
+            self.ni.closes.count(reason);
+            tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, ?reason, "socklnd: connection closed: {end}");
         }
         let current = conn.progress.current();
         let seqs: Vec<u64> = self

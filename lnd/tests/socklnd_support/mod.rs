@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
+use lnd::lnd::PeerDown;
 use lnd::socklnd::handshake::{self, Established};
 use lnd::socklnd::wire::{
     ConnType, Hello, HelloDecoded, KsockHeader, KsockType, ProtoVersion, KSOCK_HEADER_BYTES,
@@ -53,6 +54,7 @@ pub const REFUSED_MATCH_BITS: u64 = 0xDEAD;
 pub struct Recorder {
     msgs: mpsc::Sender<RxMessage>,
     done: mpsc::Sender<TxCompletion>,
+    downs: mpsc::Sender<PeerDown>,
 }
 
 impl LndHandler for Recorder {
@@ -74,24 +76,38 @@ impl LndHandler for Recorder {
             panic!("completion channel full");
         }
     }
+
+    fn on_peer_down(&self, down: PeerDown) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.downs.try_send(down) {
+            panic!("peer-down channel full");
+        }
+    }
 }
 
 pub struct Node {
     pub lnd: SockLnd<Recorder>,
     pub msgs: mpsc::Receiver<RxMessage>,
     pub done: mpsc::Receiver<TxCompletion>,
+    pub downs: mpsc::Receiver<PeerDown>,
 }
 
 impl Node {
     pub async fn start(cfg: SockLndConfig) -> Node {
         let (msgs_tx, msgs) = mpsc::channel(64);
         let (done_tx, done) = mpsc::channel(4096);
+        let (downs_tx, downs) = mpsc::channel(64);
         let handler = Arc::new(Recorder {
             msgs: msgs_tx,
             done: done_tx,
+            downs: downs_tx,
         });
         let lnd = SockLnd::start(cfg, handler).await.unwrap();
-        Node { lnd, msgs, done }
+        Node {
+            lnd,
+            msgs,
+            done,
+            downs,
+        }
     }
 
     pub fn nid(&self) -> Nid {

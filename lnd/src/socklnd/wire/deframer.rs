@@ -18,6 +18,17 @@
 //! [`Deframer::wanted`] bytes at a time never makes it hold more than one frame
 //! ([`super::frame::MAX_FRAME_BYTES`]). Payloads are split off the buffer without a copy.
 //!
+//! Header-first mode ([`Deframer::header_first`]) is what a connection reader uses: an
+//! LNET frame gives [`Event::LnetHeader`] (ksock header and checked LNet header) as soon as
+//! they are in, before any payload; the deframer then waits, consuming nothing more, until
+//! the caller says where the payload goes ([`Deframer::receive_payload`] into a buffer of
+//! its choosing, or [`Deframer::discard_payload`]). The payload then goes straight into
+//! that buffer: the caller may read the socket directly into it
+//! ([`Deframer::payload_sink`], no copy), or push bytes as usual (copied once from the
+//! bytes pushed). A discarded payload is counted and dropped, never held. When the payload
+//! is complete (and its checksum verified) [`Event::LnetPayload`] hands the buffer back.
+//! NOOPs are the same in both modes.
+//!
 //! Cookies are only reported; the LND acknowledges zero-copy requests. A non-zero csum is
 //! verified (V2 definition, [`super::csum`]). After an error the deframer stays failed:
 //! every later poll returns the same error and pushed bytes are dropped.
@@ -27,7 +38,7 @@ use lnet::acceptor::{AcceptorError, AcceptorRequest, Decoded};
 use lnet::{ByteOrder, Header, HeaderError, HeaderForm};
 
 use super::conn_type::ConnType;
-use super::csum::{verify_frame, CsumError};
+use super::csum::{verify_frame, Csum, CsumError};
 use super::hello::{Hello, HelloDecoded, HelloError, ProtoVersion};
 use super::ksock::{KsockError, KsockHeader, KsockType, KSOCK_HEADER_BYTES};
 
@@ -51,8 +62,12 @@ pub enum Stage {
     KsockHeader,
     /// The LNet header of an LNET frame.
     LnetHeader,
-    /// The payload of an LNET frame.
+    /// The payload of an LNET frame (in header-first mode: once the caller has said where
+    /// it goes).
     Payload,
+    /// Header-first mode: an LNET header was reported; the deframer waits for
+    /// [`Deframer::receive_payload`] or [`Deframer::discard_payload`].
+    PayloadDecision,
     /// Nothing: the peer refused the connection (HELLO reply with ctype NONE).
     Refused,
 }
@@ -79,6 +94,39 @@ pub enum Event {
         header: Header,
         /// Exactly `header.payload_length` bytes.
         payload: Bytes,
+    },
+    /// Header-first mode: the ksock and LNet headers of an LNET frame (the header passed
+    /// [`Header::check_lnet`]); no payload byte has been consumed yet. Say where the
+    /// payload goes with [`Deframer::receive_payload`] or [`Deframer::discard_payload`].
+    LnetHeader {
+        /// Its ksock header (zero-copy request and piggy-backed ACK cookies).
+        ksock: KsockHeader,
+        /// Its LNet header.
+        header: Header,
+    },
+    /// Header-first mode: the payload of the frame last reported by [`Event::LnetHeader`]
+    /// is in, and the frame's checksum (if any) matched.
+    LnetPayload {
+        /// Its ksock header.
+        ksock: KsockHeader,
+        /// Its LNet header.
+        header: Header,
+        /// The buffer given to [`Deframer::receive_payload`], holding exactly
+        /// `header.payload_length` bytes; `None` if the payload was discarded.
+        payload: Option<BytesMut>,
+    },
+}
+
+/// A call about a payload made when no payload decision was awaited (a caller bug; the
+/// deframer is unchanged).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PayloadDecisionError {
+    /// The deframer is not in header-first mode or is not at [`Stage::PayloadDecision`].
+    #[error("no LNET header is waiting for a payload decision (stage {stage:?})")]
+    NotAwaited {
+        /// Where the deframer was.
+        stage: Stage,
     },
 }
 
@@ -127,6 +175,15 @@ enum State {
         /// The frame being read, once its ksock header (and then LNet header) are in.
         pending: Option<(KsockHeader, Option<Header>)>,
     },
+    /// Header-first mode: the headers of an LNET frame were reported.
+    Payload {
+        form: HeaderForm,
+        ksock: KsockHeader,
+        header: Header,
+        /// The running checksum when the frame carries one.
+        csum: Option<Csum>,
+        sink: Sink,
+    },
     Refused,
     Failed {
         /// The error every later poll returns.
@@ -134,6 +191,17 @@ enum State {
         /// Where it happened.
         stage: Stage,
     },
+}
+
+/// Where a header-first payload goes.
+#[derive(Debug, Clone)]
+enum Sink {
+    /// Not decided yet.
+    Undecided,
+    /// Into the caller's buffer (which holds the payload bytes received so far).
+    Receive(BytesMut),
+    /// Nowhere; this many bytes are still to come.
+    Discard { left: usize },
 }
 
 /// The deframer of one socklnd connection. See the [module documentation](self).
@@ -144,6 +212,7 @@ pub struct Deframer {
     buf: BytesMut,
     version: Option<ProtoVersion>,
     order: ByteOrder,
+    header_first: bool,
 }
 
 impl Deframer {
@@ -158,6 +227,7 @@ impl Deframer {
             buf: BytesMut::new(),
             version: None,
             order: ByteOrder::Little,
+            header_first: false,
         }
     }
 
@@ -173,9 +243,80 @@ impl Deframer {
             buf: BytesMut::new(),
             version: Some(version),
             order,
+            header_first: false,
         }
     }
 
+    /// This deframer in header-first mode (see the [module documentation](self)): LNET
+    /// frames give [`Event::LnetHeader`] then [`Event::LnetPayload`] instead of one
+    /// [`Event::Lnet`].
+    pub fn header_first(mut self) -> Deframer {
+        self.header_first = true;
+        self
+    }
+
+    /// Whether the deframer is in header-first mode.
+    pub fn is_header_first(&self) -> bool {
+        self.header_first
+    }
+
+    /// Header-first mode, after [`Event::LnetHeader`]: read the payload into `buf`
+    /// (cleared first, and grown to the payload length). Bytes already pushed are
+    /// moved into it by the next [`Deframer::poll`].
+    pub fn receive_payload(&mut self, mut buf: BytesMut) -> Result<(), PayloadDecisionError> {
+        let State::Payload { header, sink, .. } = &mut self.state else {
+            return Err(self.not_awaited());
+        };
+        if !matches!(sink, Sink::Undecided) {
+            return Err(self.not_awaited());
+        }
+        buf.clear();
+        buf.reserve(payload_len(header));
+        *sink = Sink::Receive(buf);
+        Ok(())
+    }
+
+    /// Header-first mode, after [`Event::LnetHeader`]: read the payload and throw it away
+    /// (the checksum, if any, is still verified).
+    pub fn discard_payload(&mut self) -> Result<(), PayloadDecisionError> {
+        let State::Payload { header, sink, .. } = &mut self.state else {
+            return Err(self.not_awaited());
+        };
+        if !matches!(sink, Sink::Undecided) {
+            return Err(self.not_awaited());
+        }
+        *sink = Sink::Discard {
+            left: payload_len(header),
+        };
+        Ok(())
+    }
+
+    fn not_awaited(&self) -> PayloadDecisionError {
+        PayloadDecisionError::NotAwaited {
+            stage: self.stage(),
+        }
+    }
+
+    /// Header-first mode, while a payload goes into the caller's buffer and nothing else
+    /// is buffered: that buffer and how many more bytes it takes, so that the caller can
+    /// read the socket straight into it (no copy). Bytes appended to it count as received
+    /// (append at most the number given); call [`Deframer::poll`] after each read.
+    pub fn payload_sink(&mut self) -> Option<(&mut BytesMut, usize)> {
+        if !self.buf.is_empty() {
+            return None;
+        }
+        match &mut self.state {
+            State::Payload {
+                header,
+                sink: Sink::Receive(buf),
+                ..
+            } => {
+                let left = payload_len(header).saturating_sub(buf.len());
+                (left > 0).then_some((buf, left))
+            }
+            _ => None,
+        }
+    }
     /// The side this deframer reads for.
     pub fn side(&self) -> Side {
         self.side
@@ -213,6 +354,11 @@ impl Deframer {
                 pending: Some((_, Some(_))),
                 ..
             } => Stage::Payload,
+            State::Payload {
+                sink: Sink::Undecided,
+                ..
+            } => Stage::PayloadDecision,
+            State::Payload { .. } => Stage::Payload,
             State::Refused => Stage::Refused,
             State::Failed { stage, .. } => *stage,
         }
@@ -229,7 +375,8 @@ impl Deframer {
         match self.state {
             State::Frames {
                 pending: Some(_), ..
-            } => true,
+            }
+            | State::Payload { .. } => true,
             State::Failed { .. } | State::Refused => false,
             _ => !self.buf.is_empty(),
         }
@@ -237,11 +384,16 @@ impl Deframer {
 
     /// How many more bytes the deframer needs before [`Deframer::poll`] can make progress:
     /// reading at most this many keeps the buffer within one frame. 0 when `poll` can
-    /// make progress without more bytes (call it first), after an error, or after a
-    /// refusal.
+    /// make progress without more bytes (call it first), after an error, after a
+    /// refusal, or while a payload decision is awaited ([`Stage::PayloadDecision`]).
     pub fn wanted(&self) -> usize {
         let needed = match &self.state {
             State::Failed { .. } | State::Refused => return 0,
+            State::Payload { header, sink, .. } => match sink {
+                Sink::Undecided => return 0,
+                Sink::Receive(buf) => payload_len(header).saturating_sub(buf.len()),
+                Sink::Discard { left } => *left,
+            },
             State::Acceptor => match AcceptorRequest::decode(&self.buf) {
                 Ok(Decoded::Incomplete { needed }) => needed,
                 _ => return 0,
@@ -359,6 +511,79 @@ impl Deframer {
                     }
                 }
                 State::Hello => return self.step_hello(),
+                State::Payload {
+                    form,
+                    ksock,
+                    header,
+                    csum,
+                    sink,
+                } => {
+                    let form = *form;
+                    let total = payload_len(header);
+                    match sink {
+                        Sink::Undecided => return Ok(None),
+                        Sink::Receive(buf) => {
+                            let n = total.saturating_sub(buf.len()).min(self.buf.len());
+                            if n > 0 {
+                                buf.extend_from_slice(&self.buf.split_to(n));
+                            }
+                            if buf.len() > total {
+                                // More was appended through payload_sink than asked for:
+                                // it belongs to the next frame.
+                                let mut extra = buf.split_off(total);
+                                extra.unsplit(std::mem::take(&mut self.buf));
+                                self.buf = extra;
+                            }
+                            if buf.len() < total {
+                                return Ok(None);
+                            }
+                            if let Some(c) = csum {
+                                let mut c = c.clone();
+                                c.update(buf);
+                                check_csum(ksock.csum, c)?;
+                            }
+                        }
+                        Sink::Discard { left } => {
+                            let n = (*left).min(self.buf.len());
+                            let chunk = self.buf.split_to(n);
+                            if let Some(c) = csum.as_mut() {
+                                c.update(&chunk);
+                            }
+                            *left -= n;
+                            if *left > 0 {
+                                return Ok(None);
+                            }
+                            if let Some(c) = csum {
+                                check_csum(ksock.csum, c.clone())?;
+                            }
+                        }
+                    }
+                    let done = std::mem::replace(
+                        &mut self.state,
+                        State::Frames {
+                            form,
+                            pending: None,
+                        },
+                    );
+                    let State::Payload {
+                        ksock,
+                        header,
+                        sink,
+                        ..
+                    } = done
+                    else {
+                        return Ok(None);
+                    };
+                    let payload = match sink {
+                        Sink::Receive(buf) => Some(buf),
+                        Sink::Discard { .. } | Sink::Undecided => None,
+                    };
+                    return Ok(Some(Event::LnetPayload {
+                        ksock,
+                        header,
+                        payload,
+                    }));
+                }
                 State::Frames { form, pending } => {
                     let form = *form;
                     match *pending {
@@ -383,6 +608,21 @@ impl Deframer {
                             };
                             let header = Header::decode(hb, form)?;
                             header.check_lnet()?;
+                            if self.header_first {
+                                let head_len = KSOCK_HEADER_BYTES + form.size();
+                                let csum = (ksock.csum != 0).then(|| {
+                                    start_csum(self.buf.get(..head_len).unwrap_or_default())
+                                });
+                                self.buf.advance(head_len);
+                                self.state = State::Payload {
+                                    form,
+                                    ksock,
+                                    header,
+                                    csum,
+                                    sink: Sink::Undecided,
+                                };
+                                return Ok(Some(Event::LnetHeader { ksock, header }));
+                            }
                             let total = frame_len(form, &header);
                             self.buf.reserve(total.saturating_sub(self.buf.len()));
                             *pending = Some((ksock, Some(header)));
@@ -433,6 +673,31 @@ impl Deframer {
             }
         };
         Ok(Some(Event::Hello { hello, order }))
+    }
+}
+
+/// Payload bytes of the LNET frame this header starts.
+fn payload_len(header: &Header) -> usize {
+    // payload_length <= LNET_MTU once check_lnet passed.
+    header.payload_length as usize
+}
+
+/// A running checksum over a frame's ksock and LNet headers, the csum field counted as 0.
+fn start_csum(head: &[u8]) -> Csum {
+    let mut c = Csum::new();
+    c.update(head.get(..4).unwrap_or(head));
+    c.update(&[0u8; 4]);
+    c.update(head.get(8..).unwrap_or_default());
+    c
+}
+
+/// Compares a finished running checksum with the frame's csum field.
+fn check_csum(received: u32, c: Csum) -> Result<(), CsumError> {
+    let computed = c.finish();
+    if computed == received {
+        Ok(())
+    } else {
+        Err(CsumError::Mismatch { received, computed })
     }
 }
 
@@ -514,8 +779,247 @@ mod tests {
                 &mut out,
             )
             .unwrap(),
+            Event::LnetHeader { .. } | Event::LnetPayload { .. } => {
+                panic!("header-first events are not re-encoded: {event:?}")
+            }
         }
         out
+    }
+
+    /// Runs a header-first deframer over `bytes` in chunks, reading payloads straight into
+    /// the sink when `direct`, discarding the payload of every frame whose index is in
+    /// `discard`, and turns the events back into whole-frame events (a discarded payload
+    /// comes back empty). Checks the buffer never holds more than what was asked for.
+    fn run_header_first(
+        side: Side,
+        bytes: &[u8],
+        chunks: &[usize],
+        discard: &dyn Fn(usize) -> bool,
+        direct: bool,
+    ) -> (Vec<Event>, Option<DeframeError>) {
+        let mut d = Deframer::new(side).header_first();
+        assert!(d.is_header_first());
+        let mut events = Vec::new();
+        let mut rest = bytes;
+        let mut sizes = chunks.iter().copied().cycle();
+        let mut frame = 0;
+        loop {
+            loop {
+                match d.poll() {
+                    Err(e) => return (events, Some(e)),
+                    Ok(None) => break,
+                    Ok(Some(Event::LnetHeader { ksock, header })) => {
+                        assert_eq!(d.stage(), Stage::PayloadDecision);
+                        assert_eq!(d.wanted(), 0);
+                        assert!(d.is_mid_message());
+                        // Nothing of the payload was consumed.
+                        assert!(d.poll().unwrap().is_none());
+                        if discard(frame) {
+                            d.discard_payload().unwrap();
+                        } else {
+                            d.receive_payload(BytesMut::from(&b"stale"[..])).unwrap();
+                        }
+                        assert!(d.discard_payload().is_err(), "decided twice");
+                        let _ = (ksock, header);
+                    }
+                    Ok(Some(Event::LnetPayload {
+                        ksock,
+                        header,
+                        payload,
+                    })) => {
+                        assert_eq!(d.stage(), Stage::KsockHeader);
+                        let payload = match payload {
+                            Some(p) => {
+                                assert!(!discard(frame));
+                                assert_eq!(p.len(), header.payload_length as usize);
+                                p.freeze()
+                            }
+                            None => {
+                                assert!(discard(frame));
+                                Bytes::new()
+                            }
+                        };
+                        frame += 1;
+                        events.push(Event::Lnet {
+                            ksock,
+                            header,
+                            payload,
+                        });
+                    }
+                    Ok(Some(e)) => events.push(e),
+                }
+            }
+            if rest.is_empty() {
+                return (events, None);
+            }
+            let n = sizes.next().unwrap_or(rest.len()).clamp(1, rest.len());
+            if direct {
+                if let Some((sink, left)) = d.payload_sink() {
+                    let n = n.min(left);
+                    let (chunk, tail) = rest.split_at(n);
+                    sink.extend_from_slice(chunk);
+                    rest = tail;
+                    continue;
+                }
+            }
+            let wanted = d.wanted();
+            let n = if wanted > 0 { n.min(wanted) } else { n };
+            let (chunk, tail) = rest.split_at(n);
+            rest = tail;
+            d.push(chunk);
+            assert!(d.buffered() <= super::super::frame::MAX_FRAME_BYTES);
+        }
+    }
+
+    /// What a header-first run gives for `events`: the same, with discarded payloads empty.
+    fn with_discarded(events: &[Event], discard: &dyn Fn(usize) -> bool) -> Vec<Event> {
+        let mut frame = 0;
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Lnet {
+                    ksock,
+                    header,
+                    payload,
+                } => {
+                    let payload = if discard(frame) {
+                        Bytes::new()
+                    } else {
+                        payload.clone()
+                    };
+                    frame += 1;
+                    Event::Lnet {
+                        ksock: *ksock,
+                        header: *header,
+                        payload,
+                    }
+                }
+                other => other.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn header_first_spec_session_and_errors() {
+        let stream = [
+            unhex(SPEC_7_1_ACCEPTOR),
+            unhex(SPEC_7_1_PEER),
+            unhex(SPEC_7_2_GET),
+        ]
+        .concat();
+        let (full, err) = run(Side::Passive, &stream, &[stream.len()]);
+        assert_eq!(err, None);
+        for chunk in [1, 7, stream.len()] {
+            for direct in [false, true] {
+                let (got, err) =
+                    run_header_first(Side::Passive, &stream, &[chunk], &|_| false, direct);
+                assert_eq!(err, None);
+                assert_eq!(got, full);
+            }
+        }
+        // Not awaited: a caller bug, reported, nothing changes.
+        let mut d =
+            Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little).header_first();
+        assert_eq!(
+            d.receive_payload(BytesMut::new()),
+            Err(PayloadDecisionError::NotAwaited {
+                stage: Stage::KsockHeader
+            })
+        );
+        assert!(d.discard_payload().is_err());
+        assert!(d.payload_sink().is_none());
+        // Oversize payload_length fails at the header, before any payload.
+        let mut frame = KsockHeader::lnet().encode().to_vec();
+        frame.extend(put_header(LNET_MTU + 1));
+        d.push(&frame);
+        assert!(matches!(
+            d.poll(),
+            Err(DeframeError::Header(HeaderError::PayloadTooLarge { .. }))
+        ));
+        assert_eq!(d.stage(), Stage::LnetHeader);
+        // A bad checksum is caught whether the payload is received or discarded.
+        let mut bad = unhex(SPEC_7_3_REPLY);
+        bad[4..8].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+        let computed = frame_csum(&bad);
+        for discard in [false, true] {
+            let mut d = Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little)
+                .header_first();
+            d.push(&bad);
+            assert!(matches!(d.poll(), Ok(Some(Event::LnetHeader { .. }))));
+            if discard {
+                d.discard_payload().unwrap();
+            } else {
+                d.receive_payload(BytesMut::new()).unwrap();
+            }
+            assert_eq!(
+                d.poll(),
+                Err(DeframeError::Csum(CsumError::Mismatch {
+                    received: 0x1234_5678,
+                    computed
+                }))
+            );
+            assert_eq!(d.stage(), Stage::Payload);
+        }
+        // A sealed frame passes both ways.
+        let mut sealed = unhex(SPEC_7_3_REPLY);
+        let csum = seal_frame(&mut sealed, ByteOrder::Little);
+        for discard in [false, true] {
+            let mut d = Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little)
+                .header_first();
+            d.push(&sealed[..100]);
+            assert!(
+                matches!(d.poll(), Ok(Some(Event::LnetHeader { ksock, .. })) if ksock.csum == csum)
+            );
+            if discard {
+                d.discard_payload().unwrap();
+            } else {
+                d.receive_payload(BytesMut::new()).unwrap();
+            }
+            assert_eq!(d.poll(), Ok(None));
+            d.push(&sealed[100..]);
+            let Ok(Some(Event::LnetPayload { payload, .. })) = d.poll() else {
+                panic!("no payload");
+            };
+            assert_eq!(payload.is_none(), discard);
+            assert_eq!(d.finish(), Ok(()));
+        }
+        // EOF while the decision is awaited is a cut frame.
+        let mut d =
+            Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little).header_first();
+        d.push(&sealed[..KSOCK_HEADER_BYTES + 72]);
+        assert!(matches!(d.poll(), Ok(Some(Event::LnetHeader { .. }))));
+        assert!(matches!(
+            d.finish(),
+            Err(DeframeError::UnexpectedEof {
+                stage: Stage::PayloadDecision,
+                buffered: 0
+            })
+        ));
+    }
+
+    #[test]
+    fn header_first_payload_sink_takes_only_its_payload() {
+        // Two frames pushed through the sink in one go: the excess goes back to the
+        // stream.
+        let reply = unhex(SPEC_7_3_REPLY);
+        let mut d =
+            Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little).header_first();
+        d.push(&reply[..96]);
+        assert!(matches!(d.poll(), Ok(Some(Event::LnetHeader { .. }))));
+        d.receive_payload(BytesMut::with_capacity(8)).unwrap();
+        let (sink, left) = d.payload_sink().unwrap();
+        assert_eq!(left, reply.len() - 96);
+        sink.extend_from_slice(&reply[96..]);
+        sink.extend_from_slice(&KsockHeader::keepalive().encode());
+        let Ok(Some(Event::LnetPayload {
+            payload: Some(p), ..
+        })) = d.poll()
+        else {
+            panic!("no payload");
+        };
+        assert_eq!(&p[..], &reply[96..]);
+        assert_eq!(d.poll(), Ok(Some(Event::Noop(KsockHeader::keepalive()))));
+        assert_eq!(d.buffered(), 0);
     }
 
     fn lnet_event(e: &Event) -> (KsockHeader, Header, Bytes) {
@@ -1306,6 +1810,43 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn header_first_gives_the_same_frames(
+            (side, bytes, events) in session_strategy(),
+            chunks in proptest::collection::vec(1usize..700, 1..20),
+            discard_mask in any::<u8>(),
+            direct in any::<bool>(),
+        ) {
+            let discard = |i: usize| discard_mask & (1 << (i % 8)) != 0;
+            let (got, err) = run_header_first(side, &bytes, &chunks, &discard, direct);
+            prop_assert_eq!(err, None);
+            prop_assert_eq!(got, with_discarded(&events, &discard));
+        }
+
+        #[test]
+        fn header_first_corrupted_streams_fail_like_whole_frames(
+            (side, bytes, _) in session_strategy(),
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+            chunks in proptest::collection::vec(1usize..300, 1..8),
+        ) {
+            let mut bytes = bytes;
+            let len = bytes.len();
+            for (at, x) in flips {
+                bytes[at % len] ^= x;
+            }
+            let (full, full_err) = run(side, &bytes, &chunks);
+            let (got, err) = run_header_first(side, &bytes, &chunks, &|_| false, false);
+            // Same error; `run` drops the events of the batch that failed, so the whole-frame
+            // events are a prefix of the header-first ones.
+            prop_assert_eq!(&err, &full_err);
+            if err.is_none() {
+                prop_assert_eq!(got, full);
+            } else {
+                prop_assert!(got.len() >= full.len());
+                prop_assert_eq!(&got[..full.len()], &full[..]);
+            }
+        }
 
         #[test]
         fn streams_in_random_chunks_give_the_same_events(

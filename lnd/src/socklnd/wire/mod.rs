@@ -30,7 +30,7 @@ mod testutil;
 
 pub use conn_type::ConnType;
 pub use csum::{frame_csum, seal_frame, verify_frame, Csum, CsumError};
-pub use deframer::{DeframeError, Deframer, Event, Side, Stage};
+pub use deframer::{DeframeError, Deframer, Event, PayloadDecisionError, Side, Stage};
 pub use frame::{encode_lnet, encode_noop, lnet_frame_len, FrameError, MAX_FRAME_BYTES};
 pub use hello::{Hello, HelloDecoded, HelloError, ProtoVersion, V1Hello, MAX_HELLO_IPS};
 pub use ksock::{KsockError, KsockHeader, KsockType, ZcAcks, KSOCK_HEADER_BYTES};

@@ -1,0 +1,244 @@
+//! Per-NI counters of closed socklnd connections, by reason.
+//!
+//! Every connection an NI closes or loses (and every incoming or outgoing connection
+//! attempt whose handshake fails) is counted once under one [`CloseReason`], and logged
+//! with that reason. [`super::SockLnd::stats`] returns a snapshot ([`NiStats`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::conn::ConnEnd;
+use super::handshake::{ConnectError, HandshakeError};
+use super::wire::DeframeError;
+
+/// Why a socklnd connection, or a connection attempt, ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// An incoming connection from an unreserved source port (`accept=secure`).
+    UnreservedPort,
+    /// A bad acceptor request, or one for a NID that is not this NI.
+    BadAcceptorRequest,
+    /// A bad HELLO (magic, version, identity, connection type, IP list).
+    BadHello,
+    /// A handshake refused with ctype NONE (race lost, duplicate, stale incarnation),
+    /// by either side.
+    HandshakeRefused,
+    /// The TCP connect of an outgoing attempt failed.
+    ConnectFailed,
+    /// A bad ksock header or a ZC-ACK for a cookie never requested.
+    BadFrame,
+    /// An LNet header the receive checks refuse (e.g. `payload_length` over LNET_MTU).
+    BadLnetHeader,
+    /// A frame whose checksum does not match.
+    BadChecksum,
+    /// The stream ended in the middle of a frame or of the handshake.
+    Truncated,
+    /// A read or write made no progress for the socklnd (or accept) timeout.
+    Timeout,
+    /// A read or write failed (connection reset, broken pipe).
+    Reset,
+    /// The peer closed the connection between frames.
+    PeerClosed,
+    /// The upper layer asked to close it.
+    UpperLayer,
+    /// This side closed it because another connection to the same peer ended (the
+    /// kernel closes a connection's siblings with it).
+    Sibling,
+    /// This side closed it (the peer restarted, the NI stopping).
+    Local,
+}
+
+impl CloseReason {
+    /// Every reason, in order.
+    pub const ALL: [CloseReason; 15] = [
+        CloseReason::UnreservedPort,
+        CloseReason::BadAcceptorRequest,
+        CloseReason::BadHello,
+        CloseReason::HandshakeRefused,
+        CloseReason::ConnectFailed,
+        CloseReason::BadFrame,
+        CloseReason::BadLnetHeader,
+        CloseReason::BadChecksum,
+        CloseReason::Truncated,
+        CloseReason::Timeout,
+        CloseReason::Reset,
+        CloseReason::PeerClosed,
+        CloseReason::UpperLayer,
+        CloseReason::Sibling,
+        CloseReason::Local,
+    ];
+
+    /// Whether the peer broke the protocol (as opposed to timeouts, resets, refusals).
+    pub fn is_protocol_error(self) -> bool {
+        matches!(
+            self,
+            CloseReason::BadAcceptorRequest
+                | CloseReason::BadHello
+                | CloseReason::BadFrame
+                | CloseReason::BadLnetHeader
+                | CloseReason::BadChecksum
+                | CloseReason::Truncated
+        )
+    }
+
+    fn index(self) -> usize {
+        CloseReason::ALL
+            .iter()
+            .position(|r| *r == self)
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn of_io(e: &io::Error) -> CloseReason {
+        match e.kind() {
+            io::ErrorKind::UnexpectedEof => CloseReason::Truncated,
+            io::ErrorKind::TimedOut => CloseReason::Timeout,
+            _ => CloseReason::Reset,
+        }
+    }
+
+    pub(crate) fn of_handshake(e: &HandshakeError) -> CloseReason {
+        match e {
+            HandshakeError::Io { source, .. } => CloseReason::of_io(source),
+            HandshakeError::Timeout { .. } => CloseReason::Timeout,
+            HandshakeError::UnreservedPort { .. } => CloseReason::UnreservedPort,
+            HandshakeError::Acceptor(_) | HandshakeError::WrongNid { .. } => {
+                CloseReason::BadAcceptorRequest
+            }
+            HandshakeError::Hello(_)
+            | HandshakeError::UnsupportedVersion { .. }
+            | HandshakeError::Impostor { .. }
+            | HandshakeError::WrongConnType { .. }
+            | HandshakeError::VersionMismatch { .. } => CloseReason::BadHello,
+            HandshakeError::NoReservedPort { .. } => CloseReason::ConnectFailed,
+        }
+    }
+
+    pub(crate) fn of_connect(e: &ConnectError) -> CloseReason {
+        match e {
+            ConnectError::Tcp(_) => CloseReason::ConnectFailed,
+            ConnectError::Handshake(h) => CloseReason::of_handshake(h),
+            ConnectError::Refused => CloseReason::HandshakeRefused,
+        }
+    }
+
+    pub(crate) fn of_end(end: &ConnEnd) -> CloseReason {
+        match end {
+            ConnEnd::WriteFailed(e) | ConnEnd::ReadFailed(e) => CloseReason::of_io(e),
+            ConnEnd::WriteStalled | ConnEnd::ReadStalled => CloseReason::Timeout,
+            ConnEnd::PeerClosed { mid_frame: false } => CloseReason::PeerClosed,
+            ConnEnd::PeerClosed { mid_frame: true } => CloseReason::Truncated,
+            ConnEnd::Deframe(e) => match e {
+                DeframeError::UnexpectedEof { .. } => CloseReason::Truncated,
+                DeframeError::Header(_) => CloseReason::BadLnetHeader,
+                DeframeError::Csum(_) => CloseReason::BadChecksum,
+                DeframeError::Acceptor(_) => CloseReason::BadAcceptorRequest,
+                DeframeError::Hello(_) => CloseReason::BadHello,
+                _ => CloseReason::BadFrame,
+            },
+            ConnEnd::Protocol(_) => CloseReason::BadFrame,
+            ConnEnd::UpperLayer => CloseReason::UpperLayer,
+            ConnEnd::Local => CloseReason::Local,
+            ConnEnd::Sibling(_) => CloseReason::Sibling,
+        }
+    }
+}
+
+/// A snapshot of an NI's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct NiStats {
+    /// Connections and connection attempts that ended, by reason (reasons never seen are
+    /// absent).
+    pub closes: BTreeMap<CloseReason, u64>,
+}
+
+impl NiStats {
+    /// How many ended for `reason`.
+    pub fn closed(&self, reason: CloseReason) -> u64 {
+        self.closes.get(&reason).copied().unwrap_or(0)
+    }
+
+    /// How many ended for a protocol error of the peer.
+    pub fn protocol_errors(&self) -> u64 {
+        self.closes
+            .iter()
+            .filter(|(r, _)| r.is_protocol_error())
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// The live counters of one NI.
+#[derive(Debug, Default)]
+pub(crate) struct CloseCounters {
+    counts: [AtomicU64; CloseReason::ALL.len()],
+}
+
+impl CloseCounters {
+    pub(crate) fn count(&self, reason: CloseReason) {
+        if let Some(c) = self.counts.get(reason.index()) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn snapshot(&self) -> NiStats {
+        let closes = CloseReason::ALL
+            .iter()
+            .zip(&self.counts)
+            .map(|(r, c)| (*r, c.load(Ordering::Relaxed)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        NiStats { closes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_reason() {
+        let c = CloseCounters::default();
+        assert_eq!(c.snapshot(), NiStats::default());
+        c.count(CloseReason::Timeout);
+        c.count(CloseReason::BadHello);
+        c.count(CloseReason::BadHello);
+        c.count(CloseReason::Local);
+        let s = c.snapshot();
+        assert_eq!(s.closed(CloseReason::BadHello), 2);
+        assert_eq!(s.closed(CloseReason::Timeout), 1);
+        assert_eq!(s.closed(CloseReason::Reset), 0);
+        assert_eq!(s.protocol_errors(), 2);
+        for (i, r) in CloseReason::ALL.iter().enumerate() {
+            assert_eq!(r.index(), i);
+        }
+    }
+
+    #[test]
+    fn classification() {
+        let eof = io::Error::from(io::ErrorKind::UnexpectedEof);
+        assert_eq!(CloseReason::of_io(&eof), CloseReason::Truncated);
+        let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            CloseReason::of_end(&ConnEnd::ReadFailed(reset)),
+            CloseReason::Reset
+        );
+        assert_eq!(
+            CloseReason::of_end(&ConnEnd::ReadStalled),
+            CloseReason::Timeout
+        );
+        assert_eq!(
+            CloseReason::of_connect(&ConnectError::Refused),
+            CloseReason::HandshakeRefused
+        );
+        assert_eq!(
+            CloseReason::of_end(&ConnEnd::Deframe(DeframeError::UnexpectedEof {
+                stage: super::super::wire::Stage::Payload,
+                buffered: 3
+            })),
+            CloseReason::Truncated
+        );
+    }
+}
