@@ -173,7 +173,8 @@ async fn passive_side_acks_a_zero_copy_request_after_the_payload() {
     assert_eq!(c.reply.ctype, ConnType::BulkIn);
     assert_eq!(c.reply.src(), ProcessId::lustre(bn));
 
-    let payload = pattern(20 * 1024, 5);
+    // A 1 MiB PUT, as a kernel sends bulk: with a zero-copy request it waits on.
+    let payload = pattern(1 << 20, 5);
     let header = put(fake, bn, &payload, false);
     let zc = KsockHeader {
         msg_type: KsockType::Lnet,
@@ -490,7 +491,7 @@ async fn an_upper_layer_refusal_closes_only_that_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_peer_is_refused_once_and_its_old_connections_closed() {
-    let b = Node::start(config("127.0.0.36", 20017)).await;
+    let mut b = Node::start(config("127.0.0.36", 20017)).await;
     let bn = b.nid();
     let addr = b.lnd.local_addr().unwrap();
     let fake = ProcessId::lustre(nid("127.0.0.37@tcp"));
@@ -513,9 +514,19 @@ async fn a_restarted_peer_is_refused_once_and_its_old_connections_closed() {
         Err(lnd::socklnd::handshake::ConnectError::Refused)
     ));
     assert!(closed_by_peer(&mut old.stream, 0).await);
-    // The next attempt succeeds.
-    let again = connect(2).await.unwrap();
+    // The next attempt succeeds, and traffic flows on the new connection.
+    let mut again = connect(2).await.unwrap();
     assert_eq!(again.reply.ctype, ConnType::Control);
+    let payload = pattern(4096, 7);
+    let header = put(fake.nid, bn, &payload, false);
+    again
+        .stream
+        .write_all(&lnet_frame(KsockHeader::lnet(), &header, &payload))
+        .await
+        .unwrap();
+    let m = b.message().await;
+    assert_eq!(m.header, header);
+    assert_eq!(m.payload, payload);
     b.lnd.stop().await;
 }
 
