@@ -18,6 +18,7 @@ pub mod ping;
 pub mod recovery;
 pub mod response;
 pub mod selection;
+pub mod show;
 pub mod time;
 pub mod timeouts;
 pub mod tunables;

@@ -651,6 +651,20 @@ fn parse_decimal(text: &str) -> Option<u32> {
     text.parse().ok()
 }
 
+/// A net serializes as its lnetctl spelling (`tcp`, `o2ib1`), so JSON shows what YAML shows.
+impl serde::Serialize for Net {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A NID serializes as its text form (`10.0.0.1@tcp`).
+impl serde::Serialize for Nid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

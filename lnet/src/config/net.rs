@@ -15,7 +15,8 @@ pub struct NetConfig {
 }
 
 /// `up` / `down`, as `net show` prints an NI's `status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum NiStatus {
     /// `up`.
     Up,
@@ -70,7 +71,7 @@ pub struct LocalNi {
 }
 
 /// `health stats:` of a local NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NiHealthStats {
     /// `fatal_error`.
@@ -98,7 +99,7 @@ pub struct NiHealthStats {
 }
 
 /// `tunables:` of a local NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NiTunables {
     /// `peer_timeout`, seconds.
@@ -113,7 +114,7 @@ pub struct NiTunables {
 
 /// `lnd tunables:`, each key optional (socklnd has only `conns_per_peer` and `tos`),
 /// printed in this order.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LndTunables {
     /// `peercredits_hiw` (o2ib).
@@ -139,7 +140,7 @@ pub struct LndTunables {
 }
 
 /// `CPT: "[0,1]"`: the CPU partitions of an NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Cpts(pub Vec<u32>);
 
 impl fmt::Display for Cpts {

@@ -19,13 +19,16 @@ pub struct Peer {
 }
 
 /// `state:` of a peer NI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum PeerNiState {
     /// `up`.
+    #[serde(rename = "up")]
     Up,
     /// `down`.
+    #[serde(rename = "down")]
     Down,
     /// `NA`: not tracked (not a router).
+    #[serde(rename = "NA")]
     NotApplicable,
 }
 
@@ -84,7 +87,7 @@ impl PeerNi {
 }
 
 /// The credit counters of a peer NI (`peer show -v`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct PeerNiCredits {
     /// `max_ni_tx_credits`.
     pub max_ni_tx_credits: u32,
@@ -103,7 +106,7 @@ pub struct PeerNiCredits {
 }
 
 /// `health stats:` of a peer NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerNiHealthStats {
     /// `health value`.

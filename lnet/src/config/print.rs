@@ -7,6 +7,9 @@
 //!   parent's column padded to 6 (`-     net type: tcp`);
 //! - cYAML (`routing:`, `buffers:`, `global:`, `udsp:`, and our `lnet-router:`): indent 4,
 //!   items as `    - key` with continuation keys at +2.
+//!
+//! The tree, its builder and both writers are shared with [`crate::show`], which also uses
+//! [`write_cyaml`] for the nested cYAML of the ioctl-era `net show`.
 
 use std::borrow::Cow;
 use std::fmt::{Display, Write};
@@ -20,27 +23,27 @@ use super::udsp::UdspRule;
 use super::Config;
 
 /// A YAML value: a scalar already in its printed form, a map with ordered keys, or a list.
-enum Node {
+pub(crate) enum Node {
     Scalar(String),
     Map(Vec<(Key, Node)>),
     Seq(Vec<Node>),
 }
 
 /// A map key.
-type Key = Cow<'static, str>;
+pub(crate) type Key = Cow<'static, str>;
 
 /// A map under construction.
 #[derive(Default)]
-struct MapB(Vec<(Key, Node)>);
+pub(crate) struct MapB(pub(crate) Vec<(Key, Node)>);
 
 impl MapB {
-    fn scalar(mut self, key: &'static str, v: impl Display) -> MapB {
+    pub(crate) fn scalar(mut self, key: &'static str, v: impl Display) -> MapB {
         self.0
             .push((key.into(), Node::Scalar(plain(&v.to_string()))));
         self
     }
 
-    fn opt(self, key: &'static str, v: Option<impl Display>) -> MapB {
+    pub(crate) fn opt(self, key: &'static str, v: Option<impl Display>) -> MapB {
         match v {
             Some(v) => self.scalar(key, v),
             None => self,
@@ -48,33 +51,33 @@ impl MapB {
     }
 
     /// A flag: `true` / `false`, unquoted.
-    fn flag(self, key: &'static str, v: Option<bool>) -> MapB {
+    pub(crate) fn flag(self, key: &'static str, v: Option<bool>) -> MapB {
         match v {
             Some(v) => self.raw(key, v.to_string()),
             None => self,
         }
     }
 
-    fn raw(mut self, key: &'static str, printed: String) -> MapB {
+    pub(crate) fn raw(mut self, key: &'static str, printed: String) -> MapB {
         self.0.push((key.into(), Node::Scalar(printed)));
         self
     }
 
-    fn node(mut self, key: &'static str, n: Option<Node>) -> MapB {
+    pub(crate) fn node(mut self, key: &'static str, n: Option<Node>) -> MapB {
         if let Some(n) = n {
             self.0.push((key.into(), n));
         }
         self
     }
 
-    fn done(self) -> Node {
+    pub(crate) fn done(self) -> Node {
         Node::Map(self.0)
     }
 }
 
 /// A scalar as a plain YAML scalar when it reads back as the same string, else
 /// double-quoted.
-fn plain(s: &str) -> String {
+pub(crate) fn plain(s: &str) -> String {
     let needs_quotes = s.is_empty()
         || s != s.trim()
         || (s.starts_with([
@@ -119,22 +122,22 @@ fn looks_like_number(s: &str) -> bool {
 
 /// Layout parameters of one renderer.
 #[derive(Clone, Copy)]
-struct Style {
+pub(crate) struct Style {
     /// Indent of a nested map.
-    map_step: usize,
+    pub(crate) map_step: usize,
     /// Column of a sequence's dash, relative to its parent key.
-    seq_offset: usize,
+    pub(crate) seq_offset: usize,
     /// The dash and its padding; the item's keys start after it.
-    dash: &'static str,
+    pub(crate) dash: &'static str,
 }
 
-const NETLINK: Style = Style {
+pub(crate) const NETLINK: Style = Style {
     map_step: 6,
     seq_offset: 0,
     dash: "-     ",
 };
 
-const CYAML: Style = Style {
+pub(crate) const CYAML: Style = Style {
     map_step: 4,
     seq_offset: 4,
     dash: "- ",
@@ -142,7 +145,7 @@ const CYAML: Style = Style {
 
 /// Writes the entries of a map whose keys sit at `indent`. `first` is the prefix of the
 /// first line (a sequence dash) if the map is a sequence item.
-fn write_map(
+pub(crate) fn write_map(
     out: &mut String,
     entries: &[(Key, Node)],
     indent: usize,
@@ -285,7 +288,7 @@ fn net(n: &NetConfig) -> Node {
         .done()
 }
 
-fn local_ni(ni: &LocalNi) -> Node {
+pub(crate) fn local_ni(ni: &LocalNi) -> Node {
     let interfaces = (!ni.interfaces.is_empty()).then(|| {
         Node::Map(
             ni.interfaces
@@ -412,7 +415,7 @@ fn peer(p: &Peer) -> Node {
         .done()
 }
 
-fn peer_ni(ni: &PeerNi) -> Node {
+pub(crate) fn peer_ni(ni: &PeerNi) -> Node {
     let mut m = MapB::default().scalar("nid", ni.nid).opt("state", ni.state);
     if let Some(c) = &ni.credits {
         m = m
@@ -488,4 +491,61 @@ fn udsp(u: &UdspRule) -> Node {
         .opt("rte", u.rte.as_deref())
         .node("action", action)
         .done()
+}
+
+/// Writes map entries in the cYAML layout with nesting, as the ioctl-era (2.14) `net show`
+/// prints it: each level is 4 columns deeper than its parent, keys inside a sequence item
+/// sit 2 past the item's dash (so a nested sequence's dash is 2 past its parent key), and
+/// an empty map or list prints as the bare key. `depth` is the nesting level of the keys,
+/// `in_seq` whether they lie inside a sequence item, and `dash` whether the first key
+/// starts a sequence item.
+pub(crate) fn write_cyaml(
+    out: &mut String,
+    entries: &[(Key, Node)],
+    depth: usize,
+    in_seq: bool,
+    dash: bool,
+) {
+    let base = 4 * depth;
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i == 0 && dash {
+            push_spaces(out, base);
+            out.push_str("- ");
+        } else {
+            push_spaces(out, base + if in_seq { 2 } else { 0 });
+        }
+        out.push_str(key);
+        out.push(':');
+        match value {
+            Node::Scalar(s) => {
+                out.push(' ');
+                out.push_str(s);
+                out.push('\n');
+            }
+            Node::Map(m) => {
+                out.push('\n');
+                write_cyaml(out, m, depth + 1, in_seq, false);
+            }
+            Node::Seq(items) => {
+                out.push('\n');
+                for item in items {
+                    match item {
+                        Node::Map(m) if !m.is_empty() => {
+                            write_cyaml(out, m, depth + 1, true, true);
+                        }
+                        Node::Scalar(s) => {
+                            push_spaces(out, 4 * (depth + 1));
+                            out.push_str("- ");
+                            out.push_str(s);
+                            out.push('\n');
+                        }
+                        Node::Map(_) | Node::Seq(_) => {
+                            push_spaces(out, 4 * (depth + 1));
+                            out.push_str("-\n");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -31,7 +31,7 @@ fn pos(loc: Location) -> Position {
     }
 }
 
-fn at<T>(s: &S<T>) -> Position {
+pub(crate) fn at<T>(s: &S<T>) -> Position {
     pos(s.referenced)
 }
 
@@ -47,7 +47,7 @@ pub(super) fn parse(text: &str) -> Result<Config, ConfigError> {
     raw.into_model()
 }
 
-fn from_yaml(e: &serde_saphyr::Error) -> ConfigError {
+pub(crate) fn from_yaml(e: &serde_saphyr::Error) -> ConfigError {
     use serde_saphyr::Error as E;
     let at = e.location().map(pos).unwrap_or_default();
     match e.without_snippet() {
@@ -303,7 +303,7 @@ impl RawLocalNi {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawStatistics {
+pub(crate) struct RawStatistics {
     send_count: u32,
     recv_count: u32,
     drop_count: u32,
@@ -322,7 +322,7 @@ struct RawStatistics {
 }
 
 impl RawStatistics {
-    fn into_model(self, path: &str, at: Position) -> Result<NiStatistics, ConfigError> {
+    pub(crate) fn into_model(self, path: &str, at: Position) -> Result<NiStatistics, ConfigError> {
         let r = &self;
         let small = [
             ("put_egress_samples", r.put_egress_samples),

@@ -3,7 +3,7 @@
 //! ignores them.
 
 /// `statistics:` of an NI or a peer NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct NiStatistics {
     /// `send_count`.
     pub send_count: u32,
@@ -16,7 +16,7 @@ pub struct NiStatistics {
 }
 
 /// The latency keys of `statistics:` on post-2.17.0 builds, in output order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct LatencyStats {
     /// `put_egress_samples`.
     pub put_egress_samples: u32,
@@ -45,7 +45,7 @@ pub struct LatencyStats {
 }
 
 /// `sent_stats:`, `received_stats:` or `dropped_stats:`: counts per message type.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MsgStats {
     /// `put`.

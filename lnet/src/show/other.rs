@@ -1,0 +1,230 @@
+//! `lnetctl stats show`, `global show`, `ping` and `debug recovery` (reference 4.5, 4.6,
+//! 4.8).
+
+use std::borrow::Cow;
+
+use super::{cyaml_doc, netlink_doc};
+use crate::config::print::{self, MapB, Node, Style};
+use crate::config::{Config, Global};
+use crate::nid::Nid;
+use crate::tunables::Tunables;
+
+/// The `lnetctl stats show` document: LNet's global counters, printed in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatsShow {
+    /// `msgs_alloc`: messages allocated now.
+    pub msgs_alloc: u64,
+    /// `msgs_max`: the most messages allocated at once.
+    pub msgs_max: u64,
+    /// `rst_alloc`: response trackers allocated.
+    pub rst_alloc: u64,
+    /// `errors`.
+    pub errors: u64,
+    /// `send_count`.
+    pub send_count: u64,
+    /// `resend_count`.
+    pub resend_count: u64,
+    /// `response_timeout_count`.
+    pub response_timeout_count: u64,
+    /// `local_interrupt_count`.
+    pub local_interrupt_count: u64,
+    /// `local_dropped_count`.
+    pub local_dropped_count: u64,
+    /// `local_aborted_count`.
+    pub local_aborted_count: u64,
+    /// `local_no_route_count`.
+    pub local_no_route_count: u64,
+    /// `local_timeout_count`.
+    pub local_timeout_count: u64,
+    /// `local_error_count`.
+    pub local_error_count: u64,
+    /// `remote_dropped_count`.
+    pub remote_dropped_count: u64,
+    /// `remote_error_count`.
+    pub remote_error_count: u64,
+    /// `remote_timeout_count`.
+    pub remote_timeout_count: u64,
+    /// `network_timeout_count`.
+    pub network_timeout_count: u64,
+    /// `failed_resends` (newer kernels; `None` prints nothing, as 2.14 does).
+    pub failed_resends: Option<u64>,
+    /// `successful_resends` (newer kernels; `None` prints nothing, as 2.14 does).
+    pub successful_resends: Option<u64>,
+    /// `recv_count`.
+    pub recv_count: u64,
+    /// `route_count`.
+    pub route_count: u64,
+    /// `drop_count`.
+    pub drop_count: u64,
+    /// `send_length`, bytes.
+    pub send_length: u64,
+    /// `recv_length`, bytes.
+    pub recv_length: u64,
+    /// `route_length`, bytes.
+    pub route_length: u64,
+    /// `drop_length`, bytes.
+    pub drop_length: u64,
+}
+
+/// cYAML keeps numbers as doubles and prints them with `%.0f`, so values above 2^53 come
+/// out rounded (reference 4.5).
+fn cyaml_number(v: u64) -> String {
+    #[allow(clippy::cast_precision_loss)] // the rounding is what lnetctl prints
+    let d = v as f64;
+    format!("{d:.0}")
+}
+
+impl StatsShow {
+    /// `lnetctl stats show`.
+    pub fn to_yaml(&self) -> String {
+        let n = |v: u64| cyaml_number(v);
+        let mut m = MapB::default()
+            .raw("msgs_alloc", n(self.msgs_alloc))
+            .raw("msgs_max", n(self.msgs_max))
+            .raw("rst_alloc", n(self.rst_alloc))
+            .raw("errors", n(self.errors))
+            .raw("send_count", n(self.send_count))
+            .raw("resend_count", n(self.resend_count))
+            .raw("response_timeout_count", n(self.response_timeout_count))
+            .raw("local_interrupt_count", n(self.local_interrupt_count))
+            .raw("local_dropped_count", n(self.local_dropped_count))
+            .raw("local_aborted_count", n(self.local_aborted_count))
+            .raw("local_no_route_count", n(self.local_no_route_count))
+            .raw("local_timeout_count", n(self.local_timeout_count))
+            .raw("local_error_count", n(self.local_error_count))
+            .raw("remote_dropped_count", n(self.remote_dropped_count))
+            .raw("remote_error_count", n(self.remote_error_count))
+            .raw("remote_timeout_count", n(self.remote_timeout_count))
+            .raw("network_timeout_count", n(self.network_timeout_count));
+        if let Some(v) = self.failed_resends {
+            m = m.raw("failed_resends", n(v));
+        }
+        if let Some(v) = self.successful_resends {
+            m = m.raw("successful_resends", n(v));
+        }
+        let m = m
+            .raw("recv_count", n(self.recv_count))
+            .raw("route_count", n(self.route_count))
+            .raw("drop_count", n(self.drop_count))
+            .raw("send_length", n(self.send_length))
+            .raw("recv_length", n(self.recv_length))
+            .raw("route_length", n(self.route_length))
+            .raw("drop_length", n(self.drop_length));
+        cyaml_doc("statistics", m.done())
+    }
+}
+
+/// The `lnetctl global show` document.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+pub struct GlobalShow {
+    /// The 13 keys; `None` ones are not printed.
+    pub global: Global,
+}
+
+impl GlobalShow {
+    /// All 13 keys for these tunables, `lnd_timeout` derived as LNet derives it.
+    pub fn from_tunables(t: &Tunables) -> GlobalShow {
+        GlobalShow {
+            global: Global::from_tunables(t),
+        }
+    }
+
+    /// `lnetctl global show`.
+    pub fn to_yaml(&self) -> String {
+        Config {
+            global: Some(self.global.clone()),
+            ..Config::default()
+        }
+        .to_yaml()
+    }
+}
+
+/// The result of `lnetctl ping NID`: the peer's primary NID, whether it is multi-rail, and
+/// the NIDs its ping buffer lists.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PingShow {
+    /// `primary nid`.
+    pub primary_nid: Nid,
+    /// `Multi-Rail`.
+    pub multi_rail: bool,
+    /// `peer_ni:` `- nid: ...`, in buffer order.
+    pub peer_nis: Vec<Nid>,
+}
+
+/// The layout `lnetctl ping` prints in: libyaml's default indent 2, a sequence's dash at
+/// its parent key's column.
+const PING: Style = Style {
+    map_step: 2,
+    seq_offset: 0,
+    dash: "- ",
+};
+
+impl PingShow {
+    /// `lnetctl ping NID` for one pinged peer.
+    pub fn to_yaml(&self) -> String {
+        let nis = self
+            .peer_nis
+            .iter()
+            .map(|nid| MapB::default().scalar("nid", nid).done())
+            .collect();
+        let item = MapB::default()
+            .scalar("primary nid", self.primary_nid)
+            .flag("Multi-Rail", Some(self.multi_rail))
+            .node("peer_ni", Some(Node::Seq(nis)))
+            .done();
+        let mut out = String::new();
+        print::write_map(
+            &mut out,
+            &[("ping".into(), Node::Seq(vec![item]))],
+            0,
+            None,
+            PING,
+        );
+        out
+    }
+}
+
+/// Which queue `lnetctl debug recovery` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum RecoveryKind {
+    /// `--local`: local NIs in recovery.
+    Local,
+    /// `--peer`: peer NIs in recovery.
+    Peer,
+}
+
+/// The `lnetctl debug recovery --local|--peer` document: the NIDs on a recovery queue.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RecoveryShow {
+    /// The queue.
+    pub kind: RecoveryKind,
+    /// The NIDs on it, in queue order (`nid-0`, `nid-1`, ...).
+    pub nids: Vec<Nid>,
+}
+
+impl RecoveryShow {
+    /// `Local NI recovery:` / `Peer NI recovery:` with `nid-N` keys, in the netlink layout.
+    /// An empty queue prints nothing (the reference does not show an empty answer).
+    pub fn to_yaml(&self) -> String {
+        if self.nids.is_empty() {
+            return String::new();
+        }
+        let head = match self.kind {
+            RecoveryKind::Local => "Local NI recovery",
+            RecoveryKind::Peer => "Peer NI recovery",
+        };
+        let entries = self
+            .nids
+            .iter()
+            .enumerate()
+            .map(|(i, nid)| {
+                (
+                    Cow::Owned(format!("nid-{i}")),
+                    Node::Scalar(print::plain(&nid.to_string())),
+                )
+            })
+            .collect();
+        netlink_doc(head, Node::Map(entries))
+    }
+}
