@@ -1,0 +1,13 @@
+//! The `lnet-router` daemon: reads an `lnetctl export` configuration (plus the
+//! `lnet-router:` section), refuses what this build cannot do, and runs a node with one
+//! socklnd NI per tcp NI until SIGINT or SIGTERM.
+//!
+//! * [`plan`]: the file to what is started, every refusal naming its key and line;
+//! * [`locate`]: the line of a key path in the YAML text;
+//! * [`ni`]: a socklnd NI the daemon can stop after handing it to the node;
+//! * [`run`]: the daemon itself.
+
+pub mod locate;
+pub mod ni;
+pub mod plan;
+pub mod run;

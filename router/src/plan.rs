@@ -1,0 +1,516 @@
+//! From a configuration file to what the daemon starts: parse, validate, refuse what this
+//! build cannot do, and resolve each tcp NI's NID and acceptor address.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::str::FromStr;
+
+use lnet::acceptor::ACCEPTOR_PORT;
+use lnet::config::{self, Config, LocalNi};
+use lnet::tunables::Tunables;
+use lnet::{LndType, Nid};
+
+use crate::locate::line_of;
+
+/// One problem in the configuration file: the key it is about, its line when known, and
+/// what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The path of the key, such as `route` or `net[0].local NI(s)[0].nid`.
+    pub key: String,
+    /// The line of the key in the file, from 1; `None` when the file does not have it.
+    pub line: Option<u64>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}: {}", self.key, self.message),
+            None => write!(f, "{}: {}", self.key, self.message),
+        }
+    }
+}
+
+/// Why a configuration file cannot be run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlanError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file does not parse (a shape, NID, net or tunable error), with its position.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's error, which names the key and its line and column.
+        #[source]
+        source: config::ConfigError,
+    },
+    /// The file parses but is refused: each problem names its key and line.
+    #[error("{path}: {}", join(problems))]
+    Refused {
+        /// The file.
+        path: String,
+        /// Every problem found, in document order.
+        problems: Vec<Problem>,
+    },
+}
+
+fn join(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One socklnd NI to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpNi {
+    /// Its NID.
+    pub nid: Nid,
+    /// Where its acceptor listens.
+    pub listen: SocketAddr,
+    /// The port dialled on peers (the acceptor port: LNet uses one port for both).
+    pub peer_port: u16,
+    /// NI tx credits (`tunables: credits`), when given.
+    pub credits: Option<u32>,
+    /// Per-peer tx credits (`tunables: peer_credits`), when given.
+    pub peer_credits: Option<u32>,
+    /// `lnd tunables: conns_per_peer`, when given.
+    pub conns_per_peer: Option<u32>,
+}
+
+/// A configured peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerPlan {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// All its NIDs (the primary first).
+    pub nids: Vec<Nid>,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+}
+
+/// What the daemon starts for a configuration file.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The global tunables (kernel defaults with the file's `global:` over them).
+    pub tunables: Tunables,
+    /// The tcp NIs, in file order.
+    pub nis: Vec<TcpNi>,
+    /// The configured peers, in file order.
+    pub peers: Vec<PeerPlan>,
+}
+
+/// How an interface name becomes an IPv4 address (the host's interfaces in the daemon, a
+/// table in tests).
+pub trait Interfaces {
+    /// The first IPv4 address of interface `name`, if it has one.
+    fn ipv4(&self, name: &str) -> Option<Ipv4Addr>;
+}
+
+/// The host's network interfaces.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostInterfaces;
+
+impl Interfaces for HostInterfaces {
+    fn ipv4(&self, name: &str) -> Option<Ipv4Addr> {
+        let all = if_addrs::get_if_addrs().ok()?;
+        all.into_iter()
+            .filter(|i| i.name == name)
+            .find_map(|i| match i.ip() {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            })
+    }
+}
+
+/// Reads, parses and checks the file at `path`.
+pub fn load(path: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    plan(path, &text, ifs)
+}
+
+/// Parses and checks `text` (named `path` in errors).
+pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanError> {
+    let config = config::parse(text).map_err(|source| PlanError::Parse {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut problems = Vec::new();
+    let mut problem = |key: String, message: String| {
+        let line = line_of(text, &key);
+        problems.push(Problem { key, line, message });
+    };
+    if let Err(errors) = config::validate(&config) {
+        for e in errors {
+            problem(e.field().to_owned(), e.to_string());
+        }
+    }
+    refuse_unbuilt(&config, &mut problem);
+    let nis = tcp_nis(&config, ifs, &mut problem);
+    let tunables = config.tunables();
+    if let Err(e) = &tunables {
+        // validate() reports the same refusal with its key; add it only if it did not.
+        let reported = problems
+            .iter()
+            .any(|p| p.key.starts_with("global") || p.key.starts_with("buffers"));
+        if !reported {
+            let key = "global".to_owned();
+            let line = line_of(text, &key);
+            problems.push(Problem {
+                key,
+                line,
+                message: e.to_string(),
+            });
+        }
+    }
+    if !problems.is_empty() {
+        problems.dedup();
+        return Err(PlanError::Refused {
+            path: path.to_owned(),
+            problems,
+        });
+    }
+    let peers = config
+        .peers
+        .iter()
+        .map(|p| {
+            let mut nids = vec![p.primary_nid];
+            nids.extend(
+                p.peer_nis
+                    .iter()
+                    .map(|n| n.nid)
+                    .filter(|n| *n != p.primary_nid),
+            );
+            PeerPlan {
+                primary: p.primary_nid,
+                nids,
+                multi_rail: p.multi_rail,
+            }
+        })
+        .collect();
+    Ok(Plan {
+        tunables: tunables.unwrap_or_default(),
+        nis,
+        peers,
+    })
+}
+
+/// What the file asks for that this build does not have: forwarding, routes, UDSP rules,
+/// nets of LNDs other than socklnd.
+fn refuse_unbuilt(config: &Config, problem: &mut impl FnMut(String, String)) {
+    if let Some(r) = &config.routing {
+        if r.enable.forwards() {
+            problem(
+                "routing".to_owned(),
+                format!(
+                    "routing is enabled (enable: {}), but forwarding is not available in this \
+                     build; set `enable: 0` or remove `routing:`",
+                    r.enable.to_u32()
+                ),
+            );
+        }
+    }
+    if !config.routes.is_empty() {
+        problem(
+            "route".to_owned(),
+            format!(
+                "{} route(s) configured, but forwarding is not available in this build \
+                 (routes are not used); remove `route:`",
+                config.routes.len()
+            ),
+        );
+    }
+    if !config.udsp.is_empty() {
+        problem(
+            "udsp".to_owned(),
+            "UDSP rules are not applied by this build; remove `udsp:`".to_owned(),
+        );
+    }
+    for (i, n) in config.nets.iter().enumerate() {
+        let lnd = n.net_type.lnd;
+        if lnd == LndType::SOCKLND {
+            continue;
+        }
+        let message = if lnd == LndType::O2IBLND {
+            format!(
+                "net {} needs the o2ib LND, which is not built yet; only tcp nets can run",
+                n.net_type
+            )
+        } else {
+            format!(
+                "net {}: this LND is not available; only tcp nets can run",
+                n.net_type
+            )
+        };
+        problem(format!("net[{i}].net type"), message);
+    }
+}
+
+/// The tcp NIs, with their NIDs and acceptor addresses.
+fn tcp_nis(
+    config: &Config,
+    ifs: &dyn Interfaces,
+    problem: &mut impl FnMut(String, String),
+) -> Vec<TcpNi> {
+    let section = config.router.clone().unwrap_or_default();
+    let port = section.acceptor_port.unwrap_or(ACCEPTOR_PORT);
+    let mut out = Vec::new();
+    for (i, n) in config.nets.iter().enumerate() {
+        if n.net_type.lnd != LndType::SOCKLND {
+            continue;
+        }
+        if n.local_nis.is_empty() {
+            problem(
+                format!("net[{i}].local NI(s)"),
+                format!("net {} has no local NI", n.net_type),
+            );
+        }
+        for (j, ni) in n.local_nis.iter().enumerate() {
+            let field = format!("net[{i}].local NI(s)[{j}]");
+            let Some(nid) = ni_nid(ni, n.net_type, ifs, &field, problem) else {
+                continue;
+            };
+            if let Some(t) = &ni.lnd_tunables {
+                if let Some(tos) = t.tos.filter(|t| *t != -1) {
+                    problem(
+                        format!("{field}.lnd tunables.tos"),
+                        format!("tos {tos} is not supported by this build's socklnd; use -1"),
+                    );
+                }
+            }
+            let ip = nid.addr_u32().map(Ipv4Addr::from);
+            let listen_ip = match (section.acceptor_address, ip) {
+                (Some(a), _) => a,
+                (None, Some(ip)) => IpAddr::V4(ip),
+                (None, None) => continue,
+            };
+            let tunables = ni.tunables.as_ref();
+            let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
+            out.push(TcpNi {
+                nid,
+                listen: SocketAddr::new(listen_ip, port),
+                peer_port: port,
+                credits: tunables.and_then(|t| positive(t.credits)),
+                peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
+                conns_per_peer: ni
+                    .lnd_tunables
+                    .as_ref()
+                    .and_then(|t| t.conns_per_peer)
+                    .map(u32::from),
+            });
+        }
+    }
+    if section.acceptor_address.is_some() && out.len() > 1 {
+        problem(
+            "lnet-router.acceptor_address".to_owned(),
+            format!(
+                "one acceptor address for {} tcp NIs: each socklnd NI listens on its own \
+                 address in this build; remove acceptor_address so that each NI listens on \
+                 its NID's address",
+                out.len()
+            ),
+        );
+    }
+    if config.nets.is_empty() {
+        problem(
+            "net".to_owned(),
+            "no net is configured: there is nothing to run".to_owned(),
+        );
+    }
+    out
+}
+
+/// An NI's NID: its `nid`, else the IPv4 address of its first interface (an interface
+/// name, or an address written in its place).
+fn ni_nid(
+    ni: &LocalNi,
+    net: lnet::Net,
+    ifs: &dyn Interfaces,
+    field: &str,
+    problem: &mut impl FnMut(String, String),
+) -> Option<Nid> {
+    if let Some(nid) = ni.nid {
+        if nid.addr_u32().is_none() {
+            problem(
+                format!("{field}.nid"),
+                format!("NID {nid} has no IPv4 address; socklnd needs one"),
+            );
+            return None;
+        }
+        return Some(nid);
+    }
+    let Some(name) = ni.interfaces.first() else {
+        problem(
+            field.to_owned(),
+            "the NI has neither `nid` nor `interfaces`".to_owned(),
+        );
+        return None;
+    };
+    let ip = Ipv4Addr::from_str(name).ok().or_else(|| ifs.ipv4(name));
+    match ip {
+        Some(ip) => Some(Nid::from_ipv4(net, ip)),
+        None => {
+            problem(
+                format!("{field}.interfaces"),
+                format!("interface {name:?} has no IPv4 address on this host"),
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Table;
+    impl Interfaces for Table {
+        fn ipv4(&self, name: &str) -> Option<Ipv4Addr> {
+            (name == "eth0").then_some(Ipv4Addr::new(10, 1, 1, 1))
+        }
+    }
+
+    fn refused(text: &str) -> Vec<Problem> {
+        match plan("f.yaml", text, &Table) {
+            Err(PlanError::Refused { problems, .. }) => problems,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tcp_ni_listens_on_its_address_port_988_by_default() {
+        let p = plan(
+            "f.yaml",
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n",
+            &Table,
+        )
+        .unwrap();
+        assert_eq!(p.nis.len(), 1);
+        assert_eq!(p.nis[0].listen, "10.0.0.1:988".parse().unwrap());
+        assert_eq!(p.nis[0].peer_port, 988);
+    }
+
+    #[test]
+    fn interfaces_resolve_and_the_router_section_sets_the_acceptor() {
+        let p = plan(
+            "f.yaml",
+            "net:\n    - net type: tcp2\n      local NI(s):\n        - interfaces:\n              0: eth0\n\
+             lnet-router:\n    acceptor_address: 0.0.0.0\n    acceptor_port: 7988\n",
+            &Table,
+        )
+        .unwrap();
+        assert_eq!(p.nis[0].nid, "10.1.1.1@tcp2".parse().unwrap());
+        assert_eq!(p.nis[0].listen, "0.0.0.0:7988".parse().unwrap());
+        assert_eq!(p.nis[0].peer_port, 7988);
+    }
+
+    #[test]
+    fn routing_routes_and_o2ib_are_refused_with_key_and_line() {
+        let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
+                    \x20   - net type: o2ib\n      local NI(s):\n        - nid: 10.2.0.1@o2ib\n\
+                    route:\n    - net: o2ib9\n      gateway: 10.0.0.2@tcp\n\
+                    routing:\n    enable: 1\n";
+        let problems = refused(text);
+        let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+        assert!(keys.contains(&("routing", Some(11))), "{problems:?}");
+        assert!(keys.contains(&("route", Some(8))), "{problems:?}");
+        assert!(keys.contains(&("net[1].net type", Some(5))), "{problems:?}");
+        assert!(problems.iter().any(|p| p
+            .message
+            .contains("forwarding is not available in this build")));
+    }
+
+    #[test]
+    fn routing_disabled_peers_and_tunables_are_taken() {
+        let p = plan(
+            "f.yaml",
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
+             \x20         tunables:\n              peer_timeout: 180\n              peer_credits: 16\n\
+             \x20             peer_buffer_credits: 0\n              credits: 512\n\
+             \x20         lnd tunables:\n              conns_per_peer: 2\n              tos: -1\n\
+             peer:\n-     primary nid: 10.0.0.2@tcp\n      Multi-Rail: true\n      peer ni:\n\
+             \x20     -     nid: 10.0.0.2@tcp\n      -     nid: 10.0.0.3@tcp\n\
+             routing:\n    enable: 0\nglobal:\n    retry_count: 0\n",
+            &Table,
+        )
+        .unwrap();
+        let ni = &p.nis[0];
+        assert_eq!(
+            (ni.credits, ni.peer_credits, ni.conns_per_peer),
+            (Some(512), Some(16), Some(2))
+        );
+        assert_eq!(
+            p.peers,
+            [PeerPlan {
+                primary: "10.0.0.2@tcp".parse().unwrap(),
+                nids: vec![
+                    "10.0.0.2@tcp".parse().unwrap(),
+                    "10.0.0.3@tcp".parse().unwrap()
+                ],
+                multi_rail: true,
+            }]
+        );
+        assert_eq!(p.tunables.get(lnet::tunables::TunableName::RetryCount), 0);
+    }
+
+    #[test]
+    fn one_acceptor_address_for_two_nis_is_refused() {
+        let problems = refused(
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
+             \x20       - nid: 10.0.0.2@tcp\nlnet-router:\n    acceptor_address: 0.0.0.0\n",
+        );
+        assert_eq!(problems[0].key, "lnet-router.acceptor_address");
+        assert_eq!(problems[0].line, Some(7));
+    }
+
+    #[test]
+    fn a_refused_tunable_is_reported_once_with_its_line() {
+        let problems = refused(
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
+             global:\n    retry_count: 5\n    transaction_timeout: 3\n",
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].key.starts_with("global."), "{problems:?}");
+        assert!(matches!(problems[0].line, Some(6 | 7)), "{problems:?}");
+    }
+
+    #[test]
+    fn an_empty_file_has_nothing_to_run() {
+        let problems = refused("# nothing\n");
+        assert_eq!(problems[0].key, "net");
+        assert_eq!(problems[0].line, None);
+    }
+
+    #[test]
+    fn validation_errors_carry_their_line() {
+        let problems = refused(
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp1\n",
+        );
+        assert_eq!(problems[0].key, "net[0].local NI(s)[0].nid");
+        assert_eq!(problems[0].line, Some(4));
+    }
+
+    #[test]
+    fn an_unknown_interface_is_refused() {
+        let problems = refused(
+            "net:\n    - net type: tcp\n      local NI(s):\n        - interfaces:\n              0: nope9\n",
+        );
+        assert_eq!(problems[0].key, "net[0].local NI(s)[0].interfaces");
+        assert_eq!(problems[0].line, Some(4));
+    }
+}

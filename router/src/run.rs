@@ -1,0 +1,151 @@
+//! `lnet-router run`: the daemon. Builds the node from a [`Plan`], starts its NIs and
+//! peers, runs until SIGINT or SIGTERM, then stops the NIs.
+
+use std::sync::Arc;
+
+use actors::{Node, NodeConfig, NodeError};
+use lnd::socklnd::SockLndConfig;
+use lnet::Nid;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::ni::{NiSlot, StoppableConfig, StoppableSockLnd};
+use crate::plan::{Plan, TcpNi};
+
+/// Why the daemon stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// An NI could not start (its acceptor could not listen, ...).
+    #[error("NI {nid} (acceptor {listen}) could not start: {source}")]
+    Ni {
+        /// The NI.
+        nid: Nid,
+        /// Where it was to listen.
+        listen: std::net::SocketAddr,
+        /// Why.
+        #[source]
+        source: NodeError,
+    },
+    /// A configured peer was refused by the node.
+    #[error("peer {primary} could not be added: {source}")]
+    Peer {
+        /// Its primary NID.
+        primary: Nid,
+        /// Why.
+        #[source]
+        source: NodeError,
+    },
+    /// The signal handlers could not be installed.
+    #[error("cannot install the signal handlers: {0}")]
+    Signals(#[source] std::io::Error),
+}
+
+/// The sender incarnation of this start, the same for every NI of this run: the time since
+/// the Unix epoch in nanoseconds, as the kernel chooses it, and never 0.
+fn incarnation() -> u64 {
+    #[allow(clippy::disallowed_types)] // the incarnation is wall-clock time by definition
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    now.max(1)
+}
+
+fn socklnd_config(ni: &TcpNi, incarnation: u64) -> SockLndConfig {
+    let mut c = SockLndConfig::new(ni.nid, incarnation);
+    c.listen = Some(ni.listen);
+    c.peer_port = ni.peer_port;
+    if let Some(credits) = ni.credits {
+        c.credits = credits;
+    }
+    if let Some(peer_credits) = ni.peer_credits {
+        c.peer_credits = peer_credits;
+    }
+    if let Some(cpp) = ni.conns_per_peer {
+        c.conns_per_peer = cpp;
+    }
+    c
+}
+
+/// Runs the node described by `plan` until SIGINT or SIGTERM. Must be called inside a
+/// running actix system.
+pub async fn run(plan: Plan) -> Result<(), RunError> {
+    // Install the handlers first, so that a signal that comes while the NIs start is not
+    // lost (nor kills the process with the default action).
+    let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+
+    let node = Node::start(NodeConfig {
+        tunables: plan.tunables.clone(),
+        ..NodeConfig::default()
+    });
+    let incarnation = incarnation();
+    let mut slots: Vec<Arc<NiSlot>> = Vec::new();
+    let started = start(&node, &plan, incarnation, &mut slots).await;
+    if let Err(e) = started {
+        stop_all(&slots).await;
+        return Err(e);
+    }
+    let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
+    println!("lnet-router: NIDs: {}", nids.join(" "));
+    tracing::info!(nids = %nids.join(" "), "running; SIGINT or SIGTERM stops");
+
+    let which = tokio::select! {
+        _ = sigterm.recv() => "SIGTERM",
+        _ = sigint.recv() => "SIGINT",
+    };
+    tracing::info!(signal = which, "stopping");
+    let clean = stop_all(&slots).await;
+    tracing::info!(clean, "NIs stopped");
+    println!("lnet-router: stopped ({which})");
+    Ok(())
+}
+
+async fn start(
+    node: &Node,
+    plan: &Plan,
+    incarnation: u64,
+    slots: &mut Vec<Arc<NiSlot>>,
+) -> Result<(), RunError> {
+    for ni in &plan.nis {
+        let slot = NiSlot::new();
+        slots.push(Arc::clone(&slot));
+        let config = socklnd_config(ni, incarnation);
+        let credits = config.credits;
+        node.add_ni::<StoppableSockLnd>(
+            StoppableConfig {
+                socklnd: config,
+                slot: Arc::clone(&slot),
+            },
+            credits,
+        )
+        .await
+        .map_err(|source| RunError::Ni {
+            nid: ni.nid,
+            listen: ni.listen,
+            source,
+        })?;
+        let at = slot.local_addr().unwrap_or(ni.listen);
+        println!("lnet-router: NI {} listening on {at}", ni.nid);
+        tracing::info!(nid = %ni.nid, listen = %at, "NI up");
+    }
+    for p in &plan.peers {
+        node.add_peer(p.primary, p.nids.clone(), p.multi_rail)
+            .await
+            .map_err(|source| RunError::Peer {
+                primary: p.primary,
+                source,
+            })?;
+        tracing::info!(primary = %p.primary, nids = p.nids.len(), "peer added");
+    }
+    Ok(())
+}
+
+/// Stops every NI; whether all stopped cleanly.
+async fn stop_all(slots: &[Arc<NiSlot>]) -> bool {
+    let mut clean = true;
+    for s in slots {
+        clean &= s.stop().await;
+    }
+    clean
+}

@@ -1,0 +1,346 @@
+//! The `lnet-router` binary as a real process: it starts from a configuration file, answers
+//! an LNet ping over socklnd from an in-process node, and stops with exit code 0 on
+//! SIGTERM; bad files are refused with a non-zero exit code, naming the key and the line.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use actors::{Node, NodeConfig, NodeHandler};
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::Nid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_lnet-router");
+/// Every wait in these tests is bounded by this.
+const WAIT: Duration = Duration::from_secs(30);
+const STEP: Duration = Duration::from_millis(50);
+
+/// The daemon's process; killed if the test ends without it having exited.
+struct Daemon {
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn start(config: &Path) -> Daemon {
+        let child = Command::new(BIN)
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the binary starts");
+        Daemon { child: Some(child) }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut().unwrap().try_wait().unwrap()
+    }
+
+    /// Waits (bounded) for the process to exit; its status, stdout and stderr.
+    async fn wait_exit(&mut self) -> (ExitStatus, String, String) {
+        let mut waited = Duration::ZERO;
+        let status = loop {
+            if let Some(s) = self.exited() {
+                break s;
+            }
+            assert!(waited < WAIT, "the daemon did not exit within {WAIT:?}");
+            tokio::time::sleep(STEP).await;
+            waited += STEP;
+        };
+        let child = self.child.as_mut().unwrap();
+        let mut out = String::new();
+        let mut err = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        // Already reaped by `try_wait`; this returns the same status.
+        let status = child.wait().unwrap_or(status);
+        self.child = None;
+        (status, out, err)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn sigterm(pid: u32) {
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// Waits (bounded) until something accepts TCP connections on `addr`, failing early if the
+/// daemon exits.
+async fn wait_listening(daemon: &mut Daemon, addr: SocketAddr) {
+    let mut waited = Duration::ZERO;
+    loop {
+        if let Some(s) = daemon.exited() {
+            let (_, out, err) = daemon.wait_exit().await;
+            panic!("the daemon exited early ({s}):\n{out}\n{err}");
+        }
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return;
+        }
+        assert!(waited < WAIT, "nothing listens on {addr} after {WAIT:?}");
+        tokio::time::sleep(STEP).await;
+        waited += STEP;
+    }
+}
+
+fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+    let path = dir.path().join("lnet.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[actix::test]
+async fn the_daemon_answers_a_ping_and_stops_on_sigterm() {
+    const PORT: u16 = 21_100;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.1@tcp
+          tunables:
+              peer_timeout: 180
+              peer_credits: 8
+              peer_buffer_credits: 0
+              credits: 256
+peer:
+-     primary nid: 127.0.5.2@tcp
+      Multi-Rail: true
+      peer ni:
+      -     nid: 127.0.5.2@tcp
+global:
+    retry_count: 2
+    transaction_timeout: 50
+    discovery: 1
+lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    );
+    let mut daemon = Daemon::start(&config);
+    let listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 5, 1)), PORT);
+    tokio::time::timeout(WAIT, wait_listening(&mut daemon, listen))
+        .await
+        .expect("bounded");
+
+    let node = Node::start(NodeConfig::default());
+    let me: Nid = "127.0.5.2@tcp".parse().unwrap();
+    let mut c = SockLndConfig::new(me, 0x5EED_0502);
+    c.listen = Some(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(127, 0, 5, 2)),
+        PORT,
+    ));
+    c.peer_port = PORT;
+    node.add_ni::<SockLnd<NodeHandler>>(c, 8).await.unwrap();
+    let router: Nid = "127.0.5.1@tcp".parse().unwrap();
+    let reply = tokio::time::timeout(WAIT, node.ping(router, Duration::from_secs(10)))
+        .await
+        .expect("bounded")
+        .expect("the daemon answers the ping");
+    let nids = reply.nids();
+    assert!(nids.contains(&(router, true)), "{nids:?}");
+    assert!(nids.iter().all(|(_, up)| *up), "{nids:?}");
+
+    sigterm(daemon.pid());
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    assert!(
+        out.contains(&format!("NI 127.0.5.1@tcp listening on 127.0.5.1:{PORT}")),
+        "{out}"
+    );
+    assert!(out.contains("NIDs: 127.0.5.1@tcp"), "{out}");
+    assert!(out.contains("stopped (SIGTERM)"), "{out}");
+    assert!(err.contains("peer added"), "{err}");
+    assert!(
+        err.contains("clean=true"),
+        "the NI did not stop cleanly:\n{err}"
+    );
+}
+
+#[actix::test]
+async fn sigint_stops_the_daemon_too() {
+    const PORT: u16 = 21_101;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.3@tcp
+lnet-router:
+    acceptor_address: 127.0.5.3
+    acceptor_port: {PORT}
+"
+        ),
+    );
+    let mut daemon = Daemon::start(&config);
+    let listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 5, 3)), PORT);
+    tokio::time::timeout(WAIT, wait_listening(&mut daemon, listen))
+        .await
+        .expect("bounded");
+    let status = Command::new("kill")
+        .arg("-INT")
+        .arg(daemon.pid().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+}
+
+/// Runs the daemon on `text`, which it must refuse; its stderr.
+async fn refused(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(&dir, text);
+    let mut daemon = Daemon::start(&config);
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(!status.success(), "accepted:\n{out}\n{err}");
+    assert_ne!(status.code(), Some(0));
+    err
+}
+
+#[actix::test]
+async fn an_unknown_key_is_refused_with_its_line() {
+    let err = refused(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.4@tcp
+          bogus_key: 1
+",
+    )
+    .await;
+    assert!(err.contains("bogus_key"), "{err}");
+    assert!(err.contains("line 5"), "{err}");
+}
+
+#[actix::test]
+async fn an_invalid_nid_is_refused_with_its_line() {
+    let err = refused(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.999@tcp
+",
+    )
+    .await;
+    assert!(err.contains("nid"), "{err}");
+    assert!(err.contains("127.0.5.999@tcp"), "{err}");
+    assert!(err.contains("line 4"), "{err}");
+}
+
+#[actix::test]
+async fn routing_enabled_is_refused_as_not_built() {
+    let err = refused(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.5@tcp
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: 21102
+",
+    )
+    .await;
+    assert!(err.contains("line 5: routing"), "{err}");
+    assert!(
+        err.contains("forwarding is not available in this build"),
+        "{err}"
+    );
+}
+
+#[actix::test]
+async fn routes_and_o2ib_nets_are_refused_as_not_built() {
+    let err = refused(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.6@tcp
+    - net type: o2ib
+      local NI(s):
+        - nid: 10.9.0.1@o2ib
+route:
+    - net: tcp7
+      gateway: 127.0.5.7@tcp
+lnet-router:
+    acceptor_port: 21103
+",
+    )
+    .await;
+    assert!(err.contains("line 8: route:"), "{err}");
+    assert!(
+        err.contains("forwarding is not available in this build"),
+        "{err}"
+    );
+    assert!(err.contains("line 5: net[1].net type"), "{err}");
+    assert!(err.contains("o2ib LND"), "{err}");
+}
+
+#[actix::test]
+async fn a_port_in_use_fails_the_start_with_a_non_zero_exit() {
+    const PORT: u16 = 21_104;
+    let _holder = std::net::TcpListener::bind(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(127, 0, 5, 8)),
+        PORT,
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.8@tcp
+lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    );
+    let mut daemon = Daemon::start(&config);
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(!status.success(), "{out}\n{err}");
+    assert!(err.contains("127.0.5.8:21104"), "{err}");
+}
