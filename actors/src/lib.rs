@@ -10,6 +10,8 @@
 //!   caller-given transaction timeouts, applies [`lnet::health::health_check`] to every
 //!   completion (health, recovery, resend), answers pings on the reserved portal, pings,
 //!   and runs discovery (ping then push). [`node::Node`] is its handle.
+//! * [`fault`]: fault injection rules per local NI (`lnetctl fault drop|delay add`),
+//!   installed through [`node::Node::add_fault_rule`] into LNDs with [`fault::FaultHooks`].
 //!
 //! Time comes from [`clock::Clock`] (tokio's clock, pausable in tests); every change of
 //! health, status and recovery is an [`events::Event`] on the bounded [`events::EventBus`].
@@ -18,6 +20,7 @@
 
 pub mod clock;
 pub mod events;
+pub mod fault;
 pub mod ni;
 pub mod node;
 pub mod recovery;

@@ -28,6 +28,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::{Bytes, BytesMut};
+use lnd::lnd::fault::{FaultAddError, RuleId, RuleStats};
 use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
 use lnet::health::check::{Committed, NiState, NoResend, Resend, ResendFrom};
 use lnet::health::{health_check, HealthContext, HealthStatus, HealthValue};
@@ -47,6 +48,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
 use crate::events::{Event, EventBus};
+use crate::fault::{FaultHookTable, FaultHooks, FaultRule};
 use crate::ni::{
     tell, Apply, LocalNiActor, LocalNiView, PeerNiActor, PeerNiView, PeerTransmit, SetHealth,
 };
@@ -142,6 +144,16 @@ pub enum NodeError {
     /// The node's actor is gone.
     #[error("the node is stopped")]
     Stopped,
+    /// No local NI with this NID has fault hooks (it does not exist, or its LND has none,
+    /// or it was not added with [`Node::add_ni_with_faults`]).
+    #[error("no local NI {nid} with fault hooks")]
+    NoFaultHooks {
+        /// The NID.
+        nid: Nid,
+    },
+    /// The LND refused a fault rule.
+    #[error("fault rule refused: {0}")]
+    FaultRule(FaultAddError),
 }
 
 impl From<MailboxError> for NodeError {
@@ -1589,6 +1601,7 @@ pub struct Node {
     events: EventBus,
     handler: Arc<NodeHandler>,
     clock: Clock,
+    faults: FaultHookTable,
 }
 
 impl Node {
@@ -1646,6 +1659,7 @@ impl Node {
                 received: rx_tx,
             }),
             clock,
+            faults: FaultHookTable::default(),
         }
     }
 
@@ -1897,5 +1911,59 @@ impl Node {
     /// `response_timeout_count`, `late_messages`, `drop_count`).
     pub async fn counters(&self) -> Result<BTreeMap<&'static str, u64>, NodeError> {
         Ok(self.addr.send(Counters).await?)
+    }
+
+    /// Starts an NI on LND `L`, as [`Node::add_ni`] does, and keeps its fault hooks so
+    /// that [`Node::add_fault_rule`] and the others reach it.
+    pub async fn add_ni_with_faults<L: Lnd<Handler = NodeHandler> + FaultHooks>(
+        &self,
+        config: L::Config,
+        credits: u32,
+    ) -> Result<Nid, NodeError> {
+        let lnd =
+            Arc::new(
+                L::start(config, self.handler())
+                    .await
+                    .map_err(|e| NodeError::NiStart {
+                        reason: e.to_string(),
+                    })?,
+            );
+        let nid = Lnd::nid(&*lnd);
+        let driver: Arc<dyn Driver> = lnd.clone();
+        self.addr.send(AddNi { driver, credits }).await??;
+        self.faults.insert(nid, lnd);
+        Ok(nid)
+    }
+
+    fn fault_hooks(&self, ni: Nid) -> Result<Arc<dyn FaultHooks>, NodeError> {
+        self.faults
+            .get(&ni)
+            .ok_or(NodeError::NoFaultHooks { nid: ni })
+    }
+
+    /// Adds a fault rule on local NI `ni` (`lnetctl fault drop|delay add`): its LND
+    /// checks it on every message the NI sends or receives from now on.
+    pub fn add_fault_rule(&self, ni: Nid, rule: FaultRule) -> Result<RuleId, NodeError> {
+        self.fault_hooks(ni)?
+            .add_fault_rule(rule)
+            .map_err(NodeError::FaultRule)
+    }
+
+    /// Removes a fault rule of local NI `ni` (`lnetctl fault drop|delay del`); whether it
+    /// was there.
+    pub fn remove_fault_rule(&self, ni: Nid, id: RuleId) -> Result<bool, NodeError> {
+        Ok(self.fault_hooks(ni)?.remove_fault_rule(id))
+    }
+
+    /// Removes every fault rule of local NI `ni`.
+    pub fn clear_fault_rules(&self, ni: Nid) -> Result<(), NodeError> {
+        self.fault_hooks(ni)?.clear_fault_rules();
+        Ok(())
+    }
+
+    /// The fault rules of local NI `ni` and how often each matched and fired
+    /// (`lnetctl fault drop|delay show`).
+    pub fn fault_rules(&self, ni: Nid) -> Result<Vec<RuleStats>, NodeError> {
+        Ok(self.fault_hooks(ni)?.fault_rules())
     }
 }
