@@ -10,6 +10,9 @@
 //!   caller-given transaction timeouts, applies [`lnet::health::health_check`] to every
 //!   completion (health, recovery, resend), answers pings on the reserved portal, pings,
 //!   and runs discovery (ping then push). [`node::Node`] is its handle.
+//! * [`show`]: the node's live state as the `lnetctl ... show` documents of
+//!   [`lnet::show`] ([`Node::net_show`], [`Node::peer_show`], [`Node::stats_show`],
+//!   [`Node::recovery_show`]).
 //! * [`fault`]: fault injection rules per local NI (`lnetctl fault drop|delay add`),
 //!   installed through [`node::Node::add_fault_rule`] into LNDs with [`fault::FaultHooks`].
 //!
@@ -24,6 +27,7 @@ pub mod fault;
 pub mod ni;
 pub mod node;
 pub mod recovery;
+pub mod show;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -15,7 +15,10 @@
 //!   keeps it) and only ACKs a repeat.
 //! * The ping responder on the reserved portal 0 (match bits [`PING_MATCHBITS`]), a ping
 //!   client ([`Node::ping`]) and discovery ([`Node::discover`]: ping, then push with ACK;
-//!   pushes received are ACKed and update the view of the sender).
+//!   pushes received are ACKed and update the view of the sender). When this node's ping
+//!   info changes (an NI is added, which bumps its sequence number, or an NI's status
+//!   flips UP/DOWN, patched in place), it is pushed to every discovered Multi-Rail,
+//!   discovery-capable peer.
 //!
 //! Messages addressed to another node are discarded: forwarding is the router actor's job.
 //! Local NI recovery pings go from the NI being recovered to a known peer NI on its net
@@ -350,6 +353,9 @@ pub struct PeerView {
     pub multi_rail: bool,
     /// Its peer NIs.
     pub nis: Vec<PeerNiView>,
+    /// Its NIDs with their status as its ping info or its last push gave it (true: up;
+    /// NIDs added by hand are up).
+    pub nids: Vec<(Nid, bool)>,
 }
 
 /// What the LNDs call: forwards completions and received messages to the node, through
@@ -454,6 +460,17 @@ struct LearnPeer(PingInfo, Nid);
 #[rtype(result = "BTreeMap<&'static str, u64>")]
 struct Counters;
 
+/// A local NI's status flipped (UP/DOWN).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct NiStatusChanged;
+
+/// The settings the show documents print: the default peer NI tx credits and the number
+/// of CPTs.
+#[derive(Message)]
+#[rtype(result = "(u32, usize)")]
+struct ShowSettings;
+
 // ---------------------------------------------------------------------------------------
 
 struct LocalNiEntry {
@@ -472,6 +489,11 @@ struct Peer {
     primary: Nid,
     multi_rail: bool,
     nids: Vec<Nid>,
+    /// The NIDs its ping info (or push) last gave as DOWN.
+    down: HashSet<Nid>,
+    /// Discovered as Multi-Rail and discovery-capable: this node pushes its ping info to
+    /// it when the info changes.
+    push: bool,
 }
 
 /// One message to send (a PUT, GET, ACK or REPLY) across its attempts.
@@ -643,6 +665,8 @@ impl LnetActor {
                 primary,
                 multi_rail,
                 nids,
+                down: HashSet::new(),
+                push: false,
             });
         }
     }
@@ -1165,6 +1189,61 @@ impl LnetActor {
         let primary = nids.first().copied().unwrap_or(from);
         let mr = info.features.contains(Features::MULTI_RAIL);
         self.set_peer(primary, if nids.is_empty() { vec![from] } else { nids }, mr);
+        let down: HashSet<Nid> = info
+            .statuses()
+            .filter(|(_, s)| !s.is_up())
+            .map(|(n, _)| n)
+            .collect();
+        let push = mr && info.features.contains(Features::DISCOVERY);
+        if let Some(peer) = self.peers.iter_mut().find(|p| p.primary == primary) {
+            peer.down = down;
+            peer.push = push;
+        }
+    }
+
+    /// This node's ping info changed (an NI was added, or an NI's status flipped): pushes
+    /// it (a PUT with ACK on the reserved portal) to every discovered Multi-Rail,
+    /// discovery-capable peer. Nobody waits for the ACKs.
+    fn push_all(&mut self, ctx: &mut Context<Self>) {
+        let targets: Vec<Nid> = self
+            .peers
+            .iter()
+            .filter(|p| p.push && p.multi_rail)
+            .map(|p| p.primary)
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let payload = match self.own_info().encode() {
+            Ok(p) => Bytes::from(p),
+            Err(e) => {
+                tracing::warn!(%e, "own ping info does not encode");
+                return;
+            }
+        };
+        let timeout = Duration::from_secs(u64::from(self.config.tunables.transaction_timeout()));
+        for dest in targets {
+            let req = StartTxn {
+                dest,
+                msg: LnetMsg::Put {
+                    // Any handle but NONE: start_txn puts the transaction's own there.
+                    ack_wmd: WireHandle {
+                        interface_cookie: 1,
+                        object_cookie: 1,
+                    },
+                    match_bits: PING_MATCHBITS,
+                    hdr_data: 0,
+                    ptl_index: RESERVED_PORTAL,
+                    offset: 0,
+                },
+                payload: payload.clone(),
+                timeout,
+                want_response: true,
+            };
+            if let Err(e) = self.start_txn(req, None, ctx) {
+                tracing::debug!(%dest, %e, "push not sent");
+            }
+        }
     }
 
     fn start_txn(
@@ -1393,7 +1472,7 @@ fn ping_get() -> LnetMsg {
 impl Handler<AddNi> for LnetActor {
     type Result = Result<(), NodeError>;
 
-    fn handle(&mut self, m: AddNi, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+    fn handle(&mut self, m: AddNi, ctx: &mut Context<Self>) -> Result<(), NodeError> {
         let nid = m.driver.nid();
         if self.nis.contains_key(&nid) {
             return Err(NodeError::NiExists { nid });
@@ -1408,9 +1487,30 @@ impl Handler<AddNi> for LnetActor {
             self.completions.clone(),
         );
         let addr = self.place(actor);
+        // Watch the NI's status: a flip patches the ping info in place (same seqno) and
+        // is pushed to the discovered peers.
+        let mut status = view.clone();
+        // A weak address: the NI actor must not keep the node alive.
+        let me = ctx.address().downgrade();
+        actix::spawn(async move {
+            let mut last = status.borrow_and_update().state;
+            while status.changed().await.is_ok() {
+                let state = status.borrow_and_update().state;
+                if state != last {
+                    last = state;
+                    let Some(addr) = me.upgrade() else {
+                        break;
+                    };
+                    if addr.send(NiStatusChanged).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
         self.nis.insert(nid, LocalNiEntry { addr, view, seq: 0 });
         self.ni_order.push(nid);
         self.seqno = self.seqno.wrapping_add(1);
+        self.push_all(ctx);
         Ok(())
     }
 }
@@ -1504,6 +1604,7 @@ impl Handler<ListPeers> for LnetActor {
                 .map(|p| PeerView {
                     primary: p.primary,
                     multi_rail: p.multi_rail,
+                    nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
                     nis: p
                         .nids
                         .iter()
@@ -1581,6 +1682,22 @@ impl Handler<LearnPeer> for LnetActor {
 
     fn handle(&mut self, LearnPeer(info, from): LearnPeer, _ctx: &mut Context<Self>) {
         self.learn(info, from);
+    }
+}
+
+impl Handler<NiStatusChanged> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, _: NiStatusChanged, ctx: &mut Context<Self>) {
+        self.push_all(ctx);
+    }
+}
+
+impl Handler<ShowSettings> for LnetActor {
+    type Result = MessageResult<ShowSettings>;
+
+    fn handle(&mut self, _: ShowSettings, _ctx: &mut Context<Self>) -> MessageResult<ShowSettings> {
+        MessageResult((self.config.peer_credits, self.config.cpts.len()))
     }
 }
 
@@ -1911,6 +2028,12 @@ impl Node {
     /// `response_timeout_count`, `late_messages`, `drop_count`).
     pub async fn counters(&self) -> Result<BTreeMap<&'static str, u64>, NodeError> {
         Ok(self.addr.send(Counters).await?)
+    }
+
+    /// The default tx credits of a peer NI and the number of CPTs (for the show
+    /// documents).
+    pub(crate) async fn show_settings(&self) -> Result<(u32, usize), NodeError> {
+        Ok(self.addr.send(ShowSettings).await?)
     }
 
     /// Starts an NI on LND `L`, as [`Node::add_ni`] does, and keeps its fault hooks so

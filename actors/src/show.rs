@@ -1,0 +1,268 @@
+//! A running node's state as the `lnetctl ... show` documents of [`lnet::show`].
+//!
+//! The documents are filled from the actors' live views: the counters, health values,
+//! credits and status of the local NIs and peer NIs, and the node-wide counters. `0@lo`
+//! comes first, as lnetctl shows it: up, health value 0, zero tunables, no LND tunables.
+//!
+//! Fields the node does not track yet print the value lnetctl shows on a quiet node:
+//! the per-type `sent_stats`/`received_stats`/`dropped_stats` and the latency keys (0),
+//! `fatal_error`, `ping_count` and `next_ping` (0), `interfaces` (none), `udsp info` (-1,
+//! no rule), `peer_timeout` (180), `peer_buffer_credits` (0), the socklnd `lnd tunables`
+//! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
+//! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI (its tx
+//! credits), and in `stats show` `msgs_alloc`, `msgs_max`, `rst_alloc`, `errors`,
+//! `route_count` and the byte lengths (0).
+
+use std::collections::BTreeMap;
+
+use lnet::config::{
+    Cpts, LatencyStats, LndTunables, MsgStats, NiHealthStats, NiStatistics, NiStatus, NiTunables,
+    PeerNiCredits, PeerNiHealthStats, PeerNiState,
+};
+use lnet::health::check::NiState;
+use lnet::health::HealthStatus;
+use lnet::recovery::RecoveryKind;
+use lnet::show::{
+    NetShow, PeerShow, RecoveryShow, ShowNet, ShowNi, ShowPeer, ShowPeerNi, StatsShow, UdspInfo,
+};
+use lnet::{Net, Nid};
+
+use crate::ni::{LocalNiView, NiStats, PeerNiView};
+use crate::node::{Node, NodeError};
+
+/// `peer_timeout` of a local NI as lnetctl shows it by default, seconds.
+const PEER_TIMEOUT: i32 = 180;
+/// socklnd's `timeout` LND tunable by default, seconds.
+const SOCKLND_TIMEOUT: u32 = 50;
+
+fn u32_of(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+fn count(stats: &NiStats, status: HealthStatus) -> u32 {
+    u32_of(stats.health_stats.get(&status).copied().unwrap_or(0))
+}
+
+fn statistics(stats: &NiStats) -> NiStatistics {
+    NiStatistics {
+        send_count: u32_of(stats.send_count),
+        recv_count: u32_of(stats.recv_count),
+        drop_count: u32_of(stats.drop_count),
+        latency: Some(LatencyStats::default()),
+    }
+}
+
+fn health_value(h: lnet::health::HealthValue) -> i32 {
+    i32::try_from(h.get()).unwrap_or(i32::MAX)
+}
+
+fn cpts(n: usize) -> Cpts {
+    let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+    Cpts((0..n).collect())
+}
+
+/// `0@lo` as lnetctl shows it on a quiet node.
+fn lo_ni(n_cpts: usize) -> ShowNi {
+    ShowNi {
+        nid: Nid::LO_0,
+        status: NiStatus::Up,
+        interfaces: Vec::new(),
+        statistics: statistics(&NiStats::default()),
+        udsp: Some(UdspInfo::default()),
+        sent_stats: MsgStats::default(),
+        received_stats: MsgStats::default(),
+        dropped_stats: MsgStats::default(),
+        health_stats: NiHealthStats {
+            ping_count: Some(0),
+            next_ping: Some(0),
+            ..NiHealthStats::default()
+        },
+        tunables: NiTunables::default(),
+        lnd_tunables: None,
+        dev_cpt: -1,
+        cpt: cpts(n_cpts),
+    }
+}
+
+fn local_ni(v: &LocalNiView, peer_credits: u32, n_cpts: usize) -> ShowNi {
+    let s = &v.stats;
+    ShowNi {
+        nid: v.nid,
+        status: match v.state {
+            NiState::Up => NiStatus::Up,
+            NiState::Down => NiStatus::Down,
+        },
+        interfaces: Vec::new(),
+        statistics: statistics(s),
+        udsp: Some(UdspInfo::default()),
+        sent_stats: MsgStats::default(),
+        received_stats: MsgStats::default(),
+        dropped_stats: MsgStats::default(),
+        health_stats: NiHealthStats {
+            fatal_error: 0,
+            health_value: health_value(v.health),
+            interrupts: count(s, HealthStatus::LocalInterrupt),
+            dropped: count(s, HealthStatus::LocalDropped),
+            aborted: count(s, HealthStatus::LocalAborted),
+            no_route: count(s, HealthStatus::LocalNoRoute),
+            timeouts: count(s, HealthStatus::LocalTimeout),
+            error: count(s, HealthStatus::LocalError),
+            ping_count: Some(0),
+            next_ping: Some(0),
+        },
+        tunables: NiTunables {
+            peer_timeout: PEER_TIMEOUT,
+            peer_credits: i32::try_from(peer_credits).unwrap_or(i32::MAX),
+            peer_buffer_credits: 0,
+            credits: i32::try_from(v.max_tx_credits).unwrap_or(i32::MAX),
+        },
+        lnd_tunables: Some(LndTunables {
+            conns_per_peer: Some(1),
+            timeout: Some(SOCKLND_TIMEOUT),
+            tos: Some(-1),
+            ..LndTunables::default()
+        }),
+        dev_cpt: -1,
+        cpt: cpts(n_cpts),
+    }
+}
+
+fn credits(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn peer_ni(v: &PeerNiView) -> ShowPeerNi {
+    let s = &v.stats;
+    ShowPeerNi {
+        nid: v.nid,
+        udsp: Some(UdspInfo::default()),
+        state: PeerNiState::NotApplicable,
+        credits: PeerNiCredits {
+            max_ni_tx_credits: v.max_tx_credits,
+            available_tx_credits: credits(v.tx_credits),
+            min_tx_credits: credits(v.min_tx_credits),
+            tx_q_num_of_buf: 0,
+            available_rtr_credits: v.max_tx_credits,
+            min_rtr_credits: v.max_tx_credits,
+            refcount: 1,
+        },
+        statistics: statistics(s),
+        sent_stats: MsgStats::default(),
+        received_stats: MsgStats::default(),
+        dropped_stats: MsgStats::default(),
+        health_stats: PeerNiHealthStats {
+            health_value: health_value(v.health),
+            dropped: count(s, HealthStatus::RemoteDropped),
+            timeout: count(s, HealthStatus::RemoteTimeout),
+            error: count(s, HealthStatus::RemoteError),
+            network_timeout: count(s, HealthStatus::NetworkTimeout),
+            ping_count: Some(0),
+            next_ping: Some(0),
+        },
+    }
+}
+
+/// The sum over `nis` of `f`.
+fn total(nis: &[LocalNiView], f: impl Fn(&NiStats) -> u64) -> u64 {
+    nis.iter()
+        .map(|v| f(&v.stats))
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The sum over `nis` of the failures with `status`.
+fn failures(nis: &[LocalNiView], status: HealthStatus) -> u64 {
+    total(nis, |s| s.health_stats.get(&status).copied().unwrap_or(0))
+}
+
+fn counter(counters: &BTreeMap<&'static str, u64>, name: &str) -> u64 {
+    counters.get(name).copied().unwrap_or(0)
+}
+
+impl Node {
+    /// `lnetctl net show`: `lo` first, then every net in the order its first NI was added,
+    /// each NI with its live counters, health value, status and credits.
+    pub async fn net_show(&self) -> Result<NetShow, NodeError> {
+        let nis = self.local_nis().await?;
+        let (peer_credits, n_cpts) = self.show_settings().await?;
+        let mut nets = vec![ShowNet {
+            net_type: Net::LO,
+            nis: vec![lo_ni(n_cpts)],
+        }];
+        for v in &nis {
+            let ni = local_ni(v, peer_credits, n_cpts);
+            match nets.iter_mut().find(|n| n.net_type == v.nid.net) {
+                Some(net) => net.nis.push(ni),
+                None => nets.push(ShowNet {
+                    net_type: v.nid.net,
+                    nis: vec![ni],
+                }),
+            }
+        }
+        Ok(NetShow { nets })
+    }
+
+    /// `lnetctl peer show`: every peer with its peer NIs' live counters, health values and
+    /// credits.
+    pub async fn peer_show(&self) -> Result<PeerShow, NodeError> {
+        let peers = self.peers().await?;
+        Ok(PeerShow {
+            peers: peers
+                .iter()
+                .map(|p| ShowPeer {
+                    primary_nid: p.primary,
+                    multi_rail: p.multi_rail,
+                    peer_state: 0,
+                    nis: p.nis.iter().map(peer_ni).collect(),
+                })
+                .collect(),
+        })
+    }
+
+    /// `lnetctl stats show`: the sends, receives and failures of every local NI (by health
+    /// status) and the node-wide resend, timeout and drop counters.
+    pub async fn stats_show(&self) -> Result<StatsShow, NodeError> {
+        let nis = self.local_nis().await?;
+        let c = self.counters().await?;
+        let f = |s| failures(&nis, s);
+        Ok(StatsShow {
+            msgs_alloc: 0,
+            msgs_max: 0,
+            rst_alloc: 0,
+            errors: 0,
+            send_count: total(&nis, |s| s.send_count),
+            resend_count: counter(&c, "resend_count"),
+            response_timeout_count: counter(&c, "response_timeout_count"),
+            local_interrupt_count: f(HealthStatus::LocalInterrupt),
+            local_dropped_count: f(HealthStatus::LocalDropped),
+            local_aborted_count: f(HealthStatus::LocalAborted),
+            local_no_route_count: f(HealthStatus::LocalNoRoute),
+            local_timeout_count: f(HealthStatus::LocalTimeout),
+            local_error_count: f(HealthStatus::LocalError),
+            remote_dropped_count: f(HealthStatus::RemoteDropped),
+            remote_error_count: f(HealthStatus::RemoteError),
+            remote_timeout_count: f(HealthStatus::RemoteTimeout),
+            network_timeout_count: f(HealthStatus::NetworkTimeout),
+            failed_resends: Some(counter(&c, "failed_resends")),
+            successful_resends: Some(counter(&c, "successful_resends")),
+            recv_count: total(&nis, |s| s.recv_count),
+            route_count: 0,
+            drop_count: total(&nis, |s| s.drop_count).saturating_add(counter(&c, "drop_count")),
+            send_length: 0,
+            recv_length: 0,
+            route_length: 0,
+            drop_length: 0,
+        })
+    }
+
+    /// `lnetctl debug recovery --local|--peer`: the NIDs on a recovery queue, in order.
+    pub async fn recovery_show(&self, kind: RecoveryKind) -> Result<RecoveryShow, NodeError> {
+        let entries = self.recovery(kind).await?;
+        Ok(RecoveryShow {
+            kind: match kind {
+                RecoveryKind::LocalNi => lnet::show::RecoveryKind::Local,
+                RecoveryKind::PeerNi => lnet::show::RecoveryKind::Peer,
+            },
+            nids: entries.iter().map(|e| e.key).collect(),
+        })
+    }
+}

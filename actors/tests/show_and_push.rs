@@ -1,0 +1,230 @@
+//! A node's live state through the `lnetctl ... show` documents, and discovery pushes on a
+//! local NI change, over the in-process fabric with a paused clock.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::time::Duration;
+
+use actors::{MdSpec, Node, NodeConfig, NodeHandler, PutRequest};
+use bytes::Bytes;
+use lnd::fabric::{Fabric, FabricConfig, FabricLnd, FaultAction, FaultRule, NidMatch};
+use lnet::config::NiStatus;
+use lnet::health::{HealthStatus, HealthValue};
+use lnet::recovery::RecoveryKind;
+use lnet::show::{NetShow, PeerShow, StatsShow, Verbosity};
+use lnet::{Net, Nid};
+use tokio::time::timeout;
+
+type Fab = FabricLnd<NodeHandler>;
+
+const PORTAL: u32 = 4;
+const BITS: u64 = 0x42;
+/// A bound on every test, in paused (virtual) time.
+const BOUND: Duration = Duration::from_secs(3600);
+
+fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+async fn node(fabric: &Fabric, nids: &[&str]) -> (Node, Vec<Nid>) {
+    let node = Node::start(NodeConfig::default());
+    let mut out = Vec::new();
+    for n in nids {
+        out.push(
+            node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 8)
+                .await
+                .unwrap(),
+        );
+    }
+    (node, out)
+}
+
+fn put(dest: Nid) -> PutRequest {
+    PutRequest {
+        dest,
+        portal: PORTAL,
+        match_bits: BITS,
+        hdr_data: 7,
+        payload: Bytes::from_static(b"payload"),
+        ack: true,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+const V3: Verbosity = Verbosity(3);
+
+#[actix::test]
+async fn show_documents_carry_the_live_counters_and_health() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
+        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
+        let _rx = b
+            .attach(MdSpec {
+                portal: PORTAL,
+                match_bits: BITS,
+                data: Bytes::new(),
+                depth: 16,
+            })
+            .await
+            .unwrap();
+        a.add_peer(bn[0], bn.clone(), false).await.unwrap();
+        for _ in 0..3 {
+            let got = a.put(put(bn[0])).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        // A forced failure: the one NI cannot resend to itself, the PUT fails.
+        let rule = fabric.add_rule(FaultRule::new(
+            NidMatch::Nid(an[0]),
+            NidMatch::Any,
+            FaultAction::Fail(HealthStatus::LocalTimeout),
+        ));
+        let got = a.put(put(bn[0])).await.unwrap().finish().await;
+        assert!(!got.last().unwrap().status.is_ok(), "{got:?}");
+        fabric.remove_rule(rule);
+
+        // A's nets: lo first, as lnetctl shows it, then tcp.
+        let text = a.net_show().await.unwrap().to_yaml(V3);
+        let net = NetShow::parse(&text).unwrap();
+        assert_eq!(net.nets.len(), 2, "{text}");
+        assert_eq!(net.nets[0].net_type, Net::LO);
+        let lo = &net.nets[0].nis[0];
+        assert_eq!(lo.nid, Nid::LO_0);
+        assert_eq!(lo.status, NiStatus::Up);
+        assert_eq!(lo.health_stats.health_value, 0);
+        assert_eq!(lo.statistics.send_count, 0);
+        assert_eq!(lo.tunables.credits, 0);
+        assert_eq!(lo.lnd_tunables, None);
+        let ni = &net.nets[1].nis[0];
+        assert_eq!(ni.nid, an[0]);
+        assert_eq!(ni.status, NiStatus::Up);
+        assert_eq!(ni.statistics.send_count, 4, "{text}");
+        assert_eq!(ni.statistics.recv_count, 3, "{text}");
+        assert_eq!(ni.statistics.drop_count, 1, "{text}");
+        assert_eq!(ni.health_stats.health_value, 900, "{text}");
+        assert_eq!(ni.health_stats.timeouts, 1, "{text}");
+        assert_eq!(ni.health_stats.error, 0);
+        assert_eq!(ni.tunables.credits, 8);
+        assert_eq!(ni.tunables.peer_credits, 8);
+
+        // A's view of B: one peer NI, charged with the failure but not with health.
+        let text = a.peer_show().await.unwrap().to_yaml(V3);
+        let peers = PeerShow::parse(&text).unwrap();
+        assert_eq!(peers.peers.len(), 1, "{text}");
+        assert_eq!(peers.peers[0].primary_nid, bn[0]);
+        assert!(!peers.peers[0].multi_rail);
+        let pni = &peers.peers[0].nis[0];
+        assert_eq!(pni.nid, bn[0]);
+        assert_eq!(pni.statistics.send_count, 4, "{text}");
+        assert_eq!(pni.statistics.recv_count, 3, "{text}");
+        assert_eq!(pni.statistics.drop_count, 1, "{text}");
+        assert_eq!(pni.health_stats.health_value, 1000, "{text}");
+        assert_eq!(pni.credits.max_ni_tx_credits, 8);
+
+        // B received the three PUTs and ACKed them.
+        let text = b.net_show().await.unwrap().to_yaml(V3);
+        let bnet = NetShow::parse(&text).unwrap();
+        let bni = &bnet.nets[1].nis[0];
+        assert_eq!(bni.nid, bn[0]);
+        assert_eq!(
+            (
+                bni.statistics.send_count,
+                bni.statistics.recv_count,
+                bni.statistics.drop_count
+            ),
+            (3, 3, 0),
+            "{text}"
+        );
+        assert_eq!(bni.health_stats.health_value, 1000);
+
+        // The global counters.
+        let text = a.stats_show().await.unwrap().to_yaml();
+        let stats = StatsShow::parse(&text).unwrap();
+        assert_eq!(stats.send_count, 4, "{text}");
+        assert_eq!(stats.recv_count, 3, "{text}");
+        assert_eq!(stats.drop_count, 1, "{text}");
+        assert_eq!(stats.local_timeout_count, 1, "{text}");
+        assert_eq!(stats.remote_timeout_count, 0, "{text}");
+        assert_eq!(stats.resend_count, 0, "{text}");
+
+        // The failed NI is on the local recovery queue.
+        let rec = a.recovery_show(RecoveryKind::LocalNi).await.unwrap();
+        assert_eq!(rec.nids, vec![an[0]]);
+        assert!(rec.to_yaml().contains(&an[0].to_string()));
+    })
+    .await
+    .expect("bounded");
+}
+
+/// B's view of A's NIDs, with their status.
+async fn view_of(b: &Node, a_primary: Nid) -> Vec<(Nid, bool)> {
+    b.peers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.primary == a_primary)
+        .map(|p| p.nids)
+        .unwrap_or_default()
+}
+
+/// Polls B's view of A until `pred` holds (in virtual time, bounded by the test's bound).
+async fn wait_view(b: &Node, a_primary: Nid, pred: impl Fn(&[(Nid, bool)]) -> bool) {
+    loop {
+        let v = view_of(b, a_primary).await;
+        if pred(&v) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[actix::test]
+async fn a_local_ni_change_is_pushed_to_discovered_peers() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp", "10.0.0.2@tcp"]).await;
+        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
+        let found = a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        assert!(found.multi_rail && found.pushed);
+        // B learned A from the discovery push: both NIs up.
+        wait_view(&b, an[0], |v| v == [(an[0], true), (an[1], true)]).await;
+        let seqno = a.ping_info().await.unwrap().seqno;
+
+        // A's second NI goes DOWN (and stays so: its sends fail, recovery cannot help).
+        let _rule = fabric.add_rule(FaultRule::new(
+            NidMatch::Nid(an[1]),
+            NidMatch::Any,
+            FaultAction::Fail(HealthStatus::LocalError),
+        ));
+        a.set_local_ni_health(an[1], HealthValue::ZERO)
+            .await
+            .unwrap();
+        wait_view(&b, an[0], |v| v == [(an[0], true), (an[1], false)]).await;
+        // A status flip patches the ping info in place.
+        let info = a.ping_info().await.unwrap();
+        assert_eq!(info.seqno, seqno);
+        assert!(!info.status_of(&an[1]).unwrap().is_up());
+        let net = a.net_show().await.unwrap();
+        assert_eq!(net.nets[1].nis[1].status, NiStatus::Down);
+
+        // An NI added bumps the sequence number and is pushed too.
+        let added = a
+            .add_ni::<Fab>(FabricConfig::new(&fabric, nid("10.0.0.3@tcp")), 8)
+            .await
+            .unwrap();
+        assert_eq!(a.ping_info().await.unwrap().seqno, seqno.wrapping_add(1));
+        wait_view(&b, an[0], |v| {
+            v == [(an[0], true), (an[1], false), (added, true)]
+        })
+        .await;
+    })
+    .await
+    .expect("bounded");
+}
