@@ -9,65 +9,20 @@
     clippy::indexing_slicing
 )]
 
+mod fabric_support;
+use fabric_support::{md, nid, node, put, Fab, BITS, BOUND, PORTAL};
+
 use std::time::Duration;
 
 use actors::events::{Event, NiKind};
-use actors::{
-    FailReason, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, Outcome, PutRequest,
-};
-use bytes::Bytes;
-use lnd::fabric::{Fabric, FabricConfig, FabricLnd, FaultAction, FaultRule, NidMatch};
+use actors::{FailReason, MsgEventKind, Node, NodeConfig, Outcome};
+use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
 use lnet::health::check::{NiState, NoResend};
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
 use lnet::{Features, MsgType, Nid};
 use tokio::sync::broadcast;
 use tokio::time::{timeout, Instant};
-
-type Fab = FabricLnd<NodeHandler>;
-
-const PORTAL: u32 = 4;
-const BITS: u64 = 0x42;
-/// A bound on every test, in paused (virtual) time.
-const BOUND: Duration = Duration::from_secs(3600);
-
-fn nid(s: &str) -> Nid {
-    s.parse().unwrap()
-}
-
-async fn node(fabric: &Fabric, nids: &[&str]) -> (Node, Vec<Nid>) {
-    let node = Node::start(NodeConfig::default());
-    let mut out = Vec::new();
-    for n in nids {
-        out.push(
-            node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 8)
-                .await
-                .unwrap(),
-        );
-    }
-    (node, out)
-}
-
-fn put(dest: Nid, ack: bool, secs: u64) -> PutRequest {
-    PutRequest {
-        dest,
-        portal: PORTAL,
-        match_bits: BITS,
-        hdr_data: 7,
-        payload: Bytes::from_static(b"payload"),
-        ack,
-        timeout: Duration::from_secs(secs),
-    }
-}
-
-fn md() -> MdSpec {
-    MdSpec {
-        portal: PORTAL,
-        match_bits: BITS,
-        data: Bytes::from_static(b"data for a GET"),
-        depth: 16,
-    }
-}
 
 /// Two Multi-Rail nodes with two tcp NIs each; A knows B as a Multi-Rail peer.
 async fn two_by_two(fabric: &Fabric) -> (Node, Vec<Nid>, Node, Vec<Nid>) {

@@ -8,53 +8,20 @@
     clippy::indexing_slicing
 )]
 
+mod fabric_support;
+use fabric_support::{nid, node, put, Fab, BITS, BOUND, PORTAL};
+
 use std::time::Duration;
 
-use actors::{MdSpec, Node, NodeConfig, NodeHandler, PutRequest};
+use actors::{MdSpec, Node};
 use bytes::Bytes;
-use lnd::fabric::{Fabric, FabricConfig, FabricLnd, FaultAction, FaultRule, NidMatch};
+use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
 use lnet::config::NiStatus;
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
 use lnet::show::{NetShow, PeerShow, StatsShow, Verbosity};
 use lnet::{Net, Nid};
 use tokio::time::timeout;
-
-type Fab = FabricLnd<NodeHandler>;
-
-const PORTAL: u32 = 4;
-const BITS: u64 = 0x42;
-/// A bound on every test, in paused (virtual) time.
-const BOUND: Duration = Duration::from_secs(3600);
-
-fn nid(s: &str) -> Nid {
-    s.parse().unwrap()
-}
-
-async fn node(fabric: &Fabric, nids: &[&str]) -> (Node, Vec<Nid>) {
-    let node = Node::start(NodeConfig::default());
-    let mut out = Vec::new();
-    for n in nids {
-        out.push(
-            node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 8)
-                .await
-                .unwrap(),
-        );
-    }
-    (node, out)
-}
-
-fn put(dest: Nid) -> PutRequest {
-    PutRequest {
-        dest,
-        portal: PORTAL,
-        match_bits: BITS,
-        hdr_data: 7,
-        payload: Bytes::from_static(b"payload"),
-        ack: true,
-        timeout: Duration::from_secs(30),
-    }
-}
 
 const V3: Verbosity = Verbosity(3);
 
@@ -76,7 +43,7 @@ async fn show_documents_carry_the_live_counters_and_health() {
             .unwrap();
         a.add_peer(bn[0], bn.clone(), false).await.unwrap();
         for _ in 0..3 {
-            let got = a.put(put(bn[0])).await.unwrap().finish().await;
+            let got = a.put(put(bn[0], true, 30)).await.unwrap().finish().await;
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         }
         // A forced failure: the one NI cannot resend to itself, the PUT fails.
@@ -85,7 +52,7 @@ async fn show_documents_carry_the_live_counters_and_health() {
             NidMatch::Any,
             FaultAction::Fail(HealthStatus::LocalTimeout),
         ));
-        let got = a.put(put(bn[0])).await.unwrap().finish().await;
+        let got = a.put(put(bn[0], true, 30)).await.unwrap().finish().await;
         assert!(!got.last().unwrap().status.is_ok(), "{got:?}");
         fabric.remove_rule(rule);
 

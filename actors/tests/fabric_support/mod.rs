@@ -1,0 +1,60 @@
+//! Shared pieces of the actor tests that run over the in-process fabric with a paused clock.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use actors::{MdSpec, Node, NodeConfig, NodeHandler, PutRequest};
+use bytes::Bytes;
+use lnd::fabric::{Fabric, FabricConfig, FabricLnd};
+use lnet::Nid;
+
+/// The fabric LND as the node drives it.
+pub type Fab = FabricLnd<NodeHandler>;
+
+/// The portal every test PUTs and GETs on.
+pub const PORTAL: u32 = 4;
+/// The match bits every test uses.
+pub const BITS: u64 = 0x42;
+/// A bound on every test, in paused (virtual) time.
+pub const BOUND: Duration = Duration::from_secs(3600);
+
+pub fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+/// A node with one fabric NI per NID.
+pub async fn node(fabric: &Fabric, nids: &[&str]) -> (Node, Vec<Nid>) {
+    let node = Node::start(NodeConfig::default());
+    let mut out = Vec::new();
+    for n in nids {
+        out.push(
+            node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 8)
+                .await
+                .unwrap(),
+        );
+    }
+    (node, out)
+}
+
+/// A PUT on the tests' portal and match bits.
+pub fn put(dest: Nid, ack: bool, secs: u64) -> PutRequest {
+    PutRequest {
+        dest,
+        portal: PORTAL,
+        match_bits: BITS,
+        hdr_data: 7,
+        payload: Bytes::from_static(b"payload"),
+        ack,
+        timeout: Duration::from_secs(secs),
+    }
+}
+
+/// The memory descriptor the tests' PUTs and GETs match.
+pub fn md() -> MdSpec {
+    MdSpec {
+        portal: PORTAL,
+        match_bits: BITS,
+        data: Bytes::from_static(b"data for a GET"),
+        depth: 16,
+    }
+}
