@@ -1,5 +1,5 @@
-//! The events bus: every change of health, NI status and recovery queue membership, as a
-//! typed [`Event`] on a bounded broadcast channel.
+//! The events bus: every change of health, NI status, recovery queue membership and route
+//! state, and every dropped forward, as a typed [`Event`] on a bounded broadcast channel.
 //!
 //! The store, the REST API and the dashboard subscribe with [`EventBus::subscribe`]. A
 //! subscriber that falls more than the bus's capacity behind loses the oldest events and
@@ -8,8 +8,9 @@
 use lnet::health::check::NiState;
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
+use lnet::route::RouteDown;
 use lnet::time::Millis;
-use lnet::Nid;
+use lnet::{Net, Nid};
 use tokio::sync::broadcast;
 
 /// Whose health changed.
@@ -93,6 +94,99 @@ pub enum Event {
         /// Resends of this message so far, this one included.
         retry: u32,
     },
+    /// A route came up or went down (this node's view of a gateway).
+    Route {
+        /// When.
+        at: Millis,
+        /// The remote net.
+        net: Net,
+        /// The gateway.
+        gateway: Nid,
+        /// `None`: the route is up; else why it is down.
+        down: Option<RouteDown>,
+        /// What showed it: the ping reply, push or failure that changed the gateway's
+        /// view, or the route being added.
+        cause: RouteCause,
+    },
+    /// A local net's status, as this node advertises it to the peers that route through
+    /// it, changed.
+    NetStatus {
+        /// When.
+        at: Millis,
+        /// The net.
+        net: Net,
+        /// Its NIs are now advertised UP.
+        up: bool,
+        /// Why.
+        reason: NetStatusReason,
+    },
+    /// A message this node was asked to forward was dropped (the sender's own timeout
+    /// fires; nothing is sent back, as a kernel router does).
+    ForwardDropped {
+        /// When.
+        at: Millis,
+        /// The message's source.
+        src: Nid,
+        /// The message's destination.
+        dest: Nid,
+        /// Why.
+        reason: ForwardDrop,
+    },
+}
+
+/// What changed a route's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteCause {
+    /// The route was added.
+    Added,
+    /// The gateway's ping reply.
+    PingReply,
+    /// The gateway's push of its ping info.
+    Push,
+    /// The gateway's ping got no reply in time, or could not be sent.
+    PingFailed,
+    /// The LND lost the gateway.
+    PeerDown,
+    /// A message routed by the gateway arrived: it is alive.
+    Traffic,
+}
+
+/// Why a local net's advertised status changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetStatusReason {
+    /// Nothing arrived on the net for this long (active probing or the passive rule).
+    Silent {
+        /// How long the net was silent.
+        for_ms: u64,
+    },
+    /// Something arrived on the net again.
+    Heard,
+    /// The link of an NI on it went down or came up.
+    Link,
+}
+
+/// Why a forwarded message was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ForwardDrop {
+    /// No route to the destination's net.
+    NoRoute,
+    /// Routes exist but none is alive.
+    NoLiveRoute,
+    /// Every resend allowed failed.
+    SendFailed(HealthStatus),
+}
+
+impl std::fmt::Display for ForwardDrop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForwardDrop::NoRoute => f.write_str("no route to the destination net"),
+            ForwardDrop::NoLiveRoute => f.write_str("no live route to the destination net"),
+            ForwardDrop::SendFailed(s) => write!(f, "send failed: {s}"),
+        }
+    }
 }
 
 /// The bounded broadcast channel the events go out on. Cheap to clone.

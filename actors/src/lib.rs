@@ -27,6 +27,7 @@ pub mod fault;
 pub mod ni;
 pub mod node;
 pub mod recovery;
+pub mod router;
 pub mod show;
 
 use std::future::Future;
@@ -41,6 +42,7 @@ pub use node::{
     DiscoveredPeer, FailReason, GetRequest, MdSpec, MsgEvent, MsgEventKind, Node, NodeConfig,
     NodeError, NodeHandler, Outcome, PeerView, PingReply, PutRequest, Transaction,
 };
+pub use node::{NetAdvert, RouteView, RoutingShow};
 
 /// A started LND behind a trait object, so that NIs of different LNDs sit side by side.
 pub trait Driver: Send + Sync + 'static {

@@ -20,9 +20,21 @@
 //!   flips UP/DOWN, patched in place), it is pushed to every discovered Multi-Rail,
 //!   discovery-capable peer.
 //!
-//! Messages addressed to another node are discarded: forwarding is the router actor's job.
+//! Routes ([`Node::add_route`]): a peer on a net this node has no NI on is reached through
+//! a gateway. The router checker pings (and pushes to) each gateway every
+//! `alive_router_check_interval`, and its replies and pushes decide which routes are alive
+//! ([`lnet::route::route_status`], asymmetric route failure detection included). With
+//! routing on, messages for other nodes are forwarded: the [`RouterActor`] holds their
+//! buffers, and this actor sends them on to the destination or to a gateway, keeping the
+//! end-to-end source and destination. Without routing they are dropped and counted. While
+//! routing, this node advertises a local net DOWN in its ping info when the net went
+//! silent ([`lnet::netcheck`]) or an NI's link is down, and pushes every change at once.
 //! Local NI recovery pings go from the NI being recovered to a known peer NI on its net
 //! (an LND does not send to its own NID).
+
+mod routing;
+
+pub use routing::{NetAdvert, RouteView, RoutingShow};
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -32,12 +44,17 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::{Bytes, BytesMut};
 use lnd::lnd::fault::{FaultAddError, RuleId, RuleStats};
-use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnd::{
+    lnd::PeerDown, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest,
+};
 use lnet::health::check::{Committed, NiState, NoResend, Resend, ResendFrom};
 use lnet::health::{health_check, HealthContext, HealthStatus, HealthValue};
+use lnet::netcheck::NetCheckMode;
 use lnet::nid::PID_LUSTRE;
 use lnet::ping::{INTERFACES_MAX_DEFAULT, RESERVED_PORTAL};
 use lnet::recovery::{RecoveryConfig, RecoveryEntry, RecoveryKind};
+use lnet::route::RouterCheck;
+use lnet::rtrbuf::PoolKind;
 use lnet::selection::{
     select_path, LocalNiCandidate, LocalNiParams, PeerNetCandidate, PeerNiCandidate,
     LNET_MAX_SELECTION_PRIORITY,
@@ -50,12 +67,13 @@ use lnet::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
-use crate::events::{Event, EventBus};
+use crate::events::{Event, EventBus, ForwardDrop, RouteCause};
 use crate::fault::{FaultHookTable, FaultHooks, FaultRule};
 use crate::ni::{
     tell, Apply, LocalNiActor, LocalNiView, PeerNiActor, PeerNiView, PeerTransmit, SetHealth,
 };
 use crate::recovery::{Configure, List, PingDue, RecoveryActor};
+use crate::router::{Release, Reserve, RouterActor, Ticket};
 use crate::Driver;
 
 /// How many bytes a ping asks for (`lnetctl ping`'s cap).
@@ -85,6 +103,12 @@ pub struct NodeConfig {
     /// The CPTs: one actix arbiter each. NI and peer NI actors are spread over them
     /// (round robin, in the order they are added); empty: all on the current arbiter.
     pub cpts: Vec<ArbiterHandle>,
+    /// The router checker (gateway pings) of this node as a user of routes.
+    pub router_check: RouterCheck,
+    /// How this node, when it forwards, decides that a local net went silent.
+    pub net_check: NetCheckMode,
+    /// Router-buffer credits of each peer NI (`peer_buffer_credits`); 0: `peer_credits`.
+    pub peer_buffer_credits: u32,
 }
 
 static INCARNATIONS: AtomicU64 = AtomicU64::new(1);
@@ -100,6 +124,9 @@ impl Default for NodeConfig {
             event_capacity: 4096,
             peer_credits: 8,
             cpts: Vec::new(),
+            router_check: RouterCheck::default(),
+            net_check: NetCheckMode::ACTIVE,
+            peer_buffer_credits: 0,
         }
     }
 }
@@ -108,6 +135,12 @@ impl Default for NodeConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
+    /// A route was refused.
+    #[error("route refused: {error}")]
+    Route {
+        /// Why.
+        error: lnet::route::RouteError,
+    },
     /// The LND could not start the NI.
     #[error("NI could not start: {reason}")]
     NiStart {
@@ -359,27 +392,120 @@ pub struct PeerView {
 }
 
 /// What the LNDs call: forwards completions and received messages to the node, through
-/// bounded channels.
+/// bounded channels. A message for another node waits here for a router buffer
+/// ([`RouterActor`]) before its payload is read, when the node forwards.
 #[derive(Debug)]
 pub struct NodeHandler {
     completions: mpsc::Sender<TxCompletion>,
-    received: mpsc::Sender<RxMessage>,
+    received: mpsc::Sender<Inbound>,
+    policy: watch::Receiver<RxPolicy>,
+    router: Addr<RouterActor>,
+    /// Buffers granted to messages whose payload is being read, by local NI, peer and
+    /// pool: buffers of one pool from one peer are interchangeable.
+    pending: std::sync::Mutex<HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>>,
+}
+
+/// What a receiving LND needs to know to place a payload: this node's NIDs and whether
+/// it forwards.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RxPolicy {
+    local: HashSet<Nid>,
+    routing: bool,
+}
+
+/// What the LNDs hand the node.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A message, with the router buffer it holds when it is to be forwarded.
+    Message(RxMessage, Option<Ticket>),
+    /// The LND lost a peer.
+    PeerDown(PeerDown),
+}
+
+impl NodeHandler {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl LndHandler for NodeHandler {
     async fn on_header(&self, rx: RxHeader) -> RxDecision {
-        let len = usize::try_from(rx.header.payload_length).unwrap_or(0);
-        RxDecision::Receive(BytesMut::with_capacity(len))
+        let len = rx.header.payload_length;
+        let buf =
+            || RxDecision::Receive(BytesMut::with_capacity(usize::try_from(len).unwrap_or(0)));
+        let forward = {
+            let p = self.policy.borrow();
+            p.routing && !p.local.contains(&rx.header.dest_nid)
+        };
+        if !forward {
+            return buf();
+        }
+        // Store and forward: wait for a peer router-buffer credit and a buffer.
+        let (tx, answer) = oneshot::channel();
+        self.router.do_send(Reserve {
+            peer: rx.from.nid,
+            len,
+            reply: tx,
+        });
+        match answer.await {
+            Ok(Ok(ticket)) => {
+                if let Some(pool) = PoolKind::for_payload(len) {
+                    self.pending()
+                        .entry((rx.ni, rx.from.nid, pool))
+                        .or_default()
+                        .push(ticket);
+                }
+                buf()
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
+                RxDecision::Close
+            }
+            Err(_) => RxDecision::Close,
+        }
     }
 
     async fn on_message(&self, msg: RxMessage) {
-        let _ = self.received.send(msg).await;
+        let ticket = PoolKind::for_payload(msg.header.payload_length).and_then(|pool| {
+            let mut pending = self.pending();
+            let key = (msg.ni, msg.from.nid, pool);
+            let t = pending.get_mut(&key).and_then(Vec::pop);
+            if pending.get(&key).is_some_and(Vec::is_empty) {
+                pending.remove(&key);
+            }
+            t
+        });
+        let _ = self.received.send(Inbound::Message(msg, ticket)).await;
     }
 
     fn on_send_complete(&self, done: TxCompletion) {
         // At most one completion per send in flight, and the channel holds them all.
         if self.completions.try_send(done).is_err() {
             tracing::error!("completion channel full or closed");
+        }
+    }
+
+    fn on_peer_down(&self, down: PeerDown) {
+        // Buffers granted to messages from this peer that will never be read in full.
+        let lost: Vec<Ticket> = {
+            let mut pending = self.pending();
+            let keys: Vec<_> = pending
+                .keys()
+                .filter(|(ni, peer, _)| *ni == down.ni && *peer == down.peer)
+                .copied()
+                .collect();
+            keys.into_iter()
+                .filter_map(|k| pending.remove(&k))
+                .flatten()
+                .collect()
+        };
+        for t in lost {
+            self.router.do_send(Release(t));
+        }
+        if self.received.try_send(Inbound::PeerDown(down)).is_err() {
+            tracing::warn!("peer-down report dropped: the node is busy");
         }
     }
 }
@@ -422,7 +548,7 @@ struct Completed(TxCompletion);
 
 #[derive(Message)]
 #[rtype(result = "()")]
-struct Received(RxMessage);
+struct Received(Inbound);
 
 #[derive(Message)]
 #[rtype(result = "Vec<LocalNiView>")]
@@ -509,6 +635,20 @@ struct OutMsg {
     pin_peer: Option<Nid>,
     attempt: Option<(TxId, Nid, Nid)>,
     abandoned: bool,
+    /// A message this node forwards: the router buffer it holds. Its header goes on as
+    /// it came (end-to-end source and destination).
+    forward: Option<Ticket>,
+}
+
+/// Where one attempt of a message goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Path {
+    /// The local NI.
+    ni: Nid,
+    /// The next hop: the destination, or a gateway.
+    next_hop: Nid,
+    /// The header's destination.
+    dest: Nid,
 }
 
 struct Txn {
@@ -550,6 +690,9 @@ pub struct LnetActor {
     peer_recovery: Option<Addr<RecoveryActor>>,
     counters: BTreeMap<&'static str, u64>,
     next_cpt: usize,
+    router: Addr<RouterActor>,
+    policy: watch::Sender<RxPolicy>,
+    routes: routing::Routes,
 }
 
 impl std::fmt::Debug for LnetActor {
@@ -565,6 +708,7 @@ impl Actor for LnetActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(LNET_MAILBOX);
+        ctx.run_interval(routing::ROUTER_TICK, |act, ctx| act.router_tick(ctx));
         let config = RecoveryConfig::from(&self.config.tunables);
         let me = ctx.address().recipient::<PingDue>();
         self.local_recovery = Some(
@@ -620,6 +764,15 @@ impl LnetActor {
 
     fn is_local(&self, nid: &Nid) -> bool {
         self.nis.contains_key(nid)
+    }
+
+    /// Tells the receiving side this node's NIDs and whether it forwards.
+    fn update_policy(&self) {
+        let policy = RxPolicy {
+            local: self.nis.keys().copied().collect(),
+            routing: self.config.tunables.routing(),
+        };
+        self.policy.send_replace(policy);
     }
 
     fn peer_index(&self, nid: &Nid) -> Option<usize> {
@@ -682,24 +835,63 @@ impl LnetActor {
             .filter_map(|nid| self.nis.get(nid))
             .map(|e| {
                 let v = e.view.borrow();
-                match v.state {
-                    NiState::Up => NiStatus::up(v.nid),
-                    NiState::Down => NiStatus::down(v.nid),
+                let routing = self.config.tunables.routing();
+                if v.state == NiState::Up && !self.routes.advertised_down(&v.nid, routing) {
+                    NiStatus::up(v.nid)
+                } else {
+                    NiStatus::down(v.nid)
                 }
             })
             .collect();
         PingInfo::new(self.config.pid, self.seqno, features, nis)
     }
 
-    /// Picks a local NI and a peer NI for `msg`.
-    fn select(&self, msg: &OutMsg) -> Option<(Nid, Nid)> {
+    /// Picks the local NI, the next hop and the header's destination for `msg`: a peer
+    /// NI on a local net if the destination has one, else a gateway of a live route.
+    fn select(&self, msg: &OutMsg) -> Option<Path> {
+        if let Some(gw) = msg.pin_peer.filter(|p| *p != msg.target) {
+            if !self.has_net(msg.target.net) {
+                // A response goes back through the gateway its request came from.
+                let (ni, next_hop) = self.select_direct(msg, &[gw])?;
+                return Some(Path {
+                    ni,
+                    next_hop,
+                    dest: msg.target,
+                });
+            }
+        }
         let peer_nids: Vec<Nid> = match msg.pin_peer {
             Some(p) => vec![p],
+            None if msg.forward.is_some() => vec![msg.target],
             None => match self.peer_index(&msg.target).and_then(|i| self.peers.get(i)) {
                 Some(peer) if peer.multi_rail => peer.nids.clone(),
                 _ => vec![msg.target],
             },
         };
+        let direct: Vec<Nid> = peer_nids
+            .iter()
+            .filter(|n| !self.is_local(n) && self.has_net(n.net))
+            .copied()
+            .collect();
+        if !direct.is_empty() {
+            let (ni, peer) = self.select_direct(msg, &direct)?;
+            return Some(Path {
+                ni,
+                next_hop: peer,
+                dest: peer,
+            });
+        }
+        let (gateway, dest) = self.route_for(&peer_nids)?;
+        let (ni, next_hop) = self.select_direct(msg, &[gateway])?;
+        Some(Path { ni, next_hop, dest })
+    }
+
+    fn has_net(&self, net: Net) -> bool {
+        self.nis.keys().any(|n| n.net == net)
+    }
+
+    /// Picks a local NI and one of `peer_nids` (all on local nets) by the Multi-Rail rules.
+    fn select_direct(&self, msg: &OutMsg, peer_nids: &[Nid]) -> Option<(Nid, Nid)> {
         let local: Vec<LocalNiCandidate<Nid>> = self
             .nis
             .iter()
@@ -709,7 +901,7 @@ impl LnetActor {
                 LocalNiCandidate {
                     id: *nid,
                     net: nid.net,
-                    fatal: false,
+                    fatal: self.routes.link_down(nid),
                     health: v.health,
                     sel_priority: LNET_MAX_SELECTION_PRIORITY,
                     dev_priority: LNET_MAX_SELECTION_PRIORITY,
@@ -721,7 +913,6 @@ impl LnetActor {
             .collect();
         let peers: Vec<PeerNiCandidate<Nid>> = peer_nids
             .iter()
-            .filter(|n| !self.is_local(n))
             .map(|nid| {
                 let (health, credits, seq) = match self.peer_nis.get(nid) {
                     Some(e) => {
@@ -777,10 +968,20 @@ impl LnetActor {
         let Some(msg) = self.msgs.get(&id) else {
             return;
         };
-        let Some((ni, peer)) = self.select(msg) else {
+        let Some(path) = self.select(msg) else {
+            if msg.forward.is_some() {
+                let reason = self.no_path(msg.target.net);
+                self.drop_forward(id, reason);
+                return;
+            }
             self.finish_msg(id, HealthStatus::LocalNoRoute, FailReason::NoPath);
             return;
         };
+        let Path {
+            ni,
+            next_hop: peer,
+            dest,
+        } = path;
         let tx_id = TxId(self.next());
         if let Some(e) = self.nis.get_mut(&ni) {
             e.seq = e.seq.wrapping_add(1);
@@ -789,13 +990,18 @@ impl LnetActor {
         if let Some(e) = self.peer_nis.get_mut(&peer) {
             e.seq = e.seq.wrapping_add(1);
         }
+        if peer != dest {
+            self.routes.used(peer);
+        }
         let Some(msg) = self.msgs.get_mut(&id) else {
             return;
         };
         msg.attempt = Some((tx_id, ni, peer));
         let mut header = msg.header;
-        header.src_nid = ni;
-        header.dest_nid = peer;
+        if msg.forward.is_none() {
+            header.src_nid = ni;
+            header.dest_nid = dest;
+        }
         let tx = TxRequest {
             id: tx_id,
             peer,
@@ -818,9 +1024,23 @@ impl LnetActor {
         }
     }
 
+    /// Takes message `id` out; a forwarded message gives its router buffer back.
+    fn retire(&mut self, id: u64) -> Option<OutMsg> {
+        let mut msg = self.msgs.remove(&id)?;
+        if let Some(t) = msg.forward.take() {
+            self.router.do_send(Release(t));
+        }
+        Some(msg)
+    }
+
     /// Message `id` failed for good (or could not be sent at all).
     fn finish_msg(&mut self, id: u64, status: HealthStatus, reason: FailReason) {
-        let Some(msg) = self.msgs.remove(&id) else {
+        let forwarded = self.msgs.get(&id).is_some_and(|m| m.forward.is_some());
+        if forwarded {
+            self.drop_forward(id, ForwardDrop::SendFailed(status));
+            return;
+        }
+        let Some(msg) = self.retire(id) else {
             return;
         };
         if let Some((tx, _, _)) = msg.attempt {
@@ -875,7 +1095,7 @@ impl LnetActor {
                     m.abandoned = true;
                 }
             } else {
-                self.msgs.remove(&msg);
+                self.retire(msg);
             }
         }
     }
@@ -890,14 +1110,14 @@ impl LnetActor {
             peer_ni_count: peer
                 .map(|p| u32::try_from(p.nids.len()).unwrap_or(u32::MAX))
                 .unwrap_or(1),
-            peer_is_router: false,
+            peer_is_router: self.routes.is_gateway(&peer_ni),
             routing_enabled: self.config.tunables.routing(),
             dst_is_local: self.is_local(&peer_ni),
             retries_so_far: msg.retries,
             recovery_ping: msg.recovery_ping,
             no_resend: false,
             peer_multi_rail: peer.is_some_and(|p| p.multi_rail),
-            forwarded: false,
+            forwarded: msg.forward.is_some(),
         }
     }
 
@@ -951,12 +1171,18 @@ impl LnetActor {
         let waits = self.apply(done.ni, done.peer, &outcome, done.status, true, false);
         let txn = msg.txn;
         if msg.abandoned {
-            self.msgs.remove(&id);
+            self.retire(id);
             return;
         }
         match outcome.resend {
             Resend::No(NoResend::Delivered) => {
-                self.msgs.remove(&id);
+                if let Some(m) = self.msgs.get(&id).filter(|m| m.forward.is_some()) {
+                    let len = u64::try_from(m.payload.len()).unwrap_or(u64::MAX);
+                    bump(&mut self.counters, "route_count");
+                    let n = self.counters.entry("route_length").or_default();
+                    *n = n.saturating_add(len);
+                }
+                self.retire(id);
                 if let Some(t) = txn {
                     self.txn_event(t, MsgEventKind::Send, Outcome::Ok, None, None);
                 }
@@ -997,6 +1223,8 @@ impl LnetActor {
         }
     }
 
+    /// Sends an ACK or REPLY (its header names the requester) through `via_ni` to `to`,
+    /// the requester or the gateway its request came through.
     fn send_response(&mut self, header: Header, payload: Bytes, via_ni: Nid, to: Nid) {
         let id = self.next();
         let deadline = self.clock.now().saturating_add(Millis::from_secs(u64::from(
@@ -1007,7 +1235,7 @@ impl LnetActor {
             OutMsg {
                 header,
                 payload,
-                target: to,
+                target: header.dest_nid,
                 txn: None,
                 deadline,
                 retries: 0,
@@ -1016,6 +1244,7 @@ impl LnetActor {
                 pin_peer: Some(to),
                 attempt: None,
                 abandoned: false,
+                forward: None,
             },
         );
         self.dispatch(id);
@@ -1026,13 +1255,17 @@ impl LnetActor {
         }
     }
 
-    fn on_received(&mut self, rx: RxMessage, ctx: &mut Context<Self>) {
+    fn on_received(&mut self, rx: RxMessage, ticket: Option<Ticket>, ctx: &mut Context<Self>) {
         let from = rx.from.nid;
         let h = rx.header;
-        if h.check_lnet().is_err() || !self.is_local(&h.dest_nid) {
+        if h.check_lnet().is_err() {
             bump(&mut self.counters, "drop_count");
+            if let Some(t) = ticket {
+                self.router.do_send(Release(t));
+            }
             return;
         }
+        self.heard(&rx, ctx);
         if self.peer_index(&from).is_none() && !self.is_local(&from) {
             self.set_peer(from, vec![from], false);
         }
@@ -1049,10 +1282,27 @@ impl LnetActor {
             pin_peer: None,
             attempt: None,
             abandoned: false,
+            forward: None,
         };
         let hctx = self.health_ctx(&probe, from, Committed::Rx);
         let outcome = health_check(HealthStatus::Ok, &hctx, &self.config.tunables);
         let _ = self.apply(rx.ni, from, &outcome, HealthStatus::Ok, false, true);
+        if !self.is_local(&h.dest_nid) {
+            match ticket {
+                Some(t) if self.config.tunables.routing() => self.forward(rx, t),
+                other => {
+                    bump(&mut self.counters, "drop_count");
+                    if let Some(t) = other {
+                        self.router.do_send(Release(t));
+                    }
+                }
+            }
+            return;
+        }
+        if let Some(t) = ticket {
+            // Granted while this NID was not yet local: not a forward after all.
+            self.router.do_send(Release(t));
+        }
         match h.msg {
             LnetMsg::Put {
                 ack_wmd,
@@ -1064,7 +1314,10 @@ impl LnetActor {
                 let accepted = if ptl_index == RESERVED_PORTAL && match_bits == PING_MATCHBITS {
                     if fresh {
                         match PingInfo::decode_validated(&rx.payload, INTERFACES_MAX_DEFAULT) {
-                            Ok(info) => self.learn(info, from),
+                            Ok(info) => {
+                                self.gateway_info(&info, from, RouteCause::Push);
+                                self.learn(info, from);
+                            }
                             Err(e) => tracing::debug!(%from, %e, "bad push"),
                         }
                     }
@@ -1349,6 +1602,7 @@ impl LnetActor {
                 pin_peer,
                 attempt: None,
                 abandoned: false,
+                forward: None,
             },
         );
         ctx.run_later(req.timeout, move |act, _| act.expire(txn_id));
@@ -1509,6 +1763,8 @@ impl Handler<AddNi> for LnetActor {
         });
         self.nis.insert(nid, LocalNiEntry { addr, view, seq: 0 });
         self.ni_order.push(nid);
+        self.routes.net_added(nid.net, self.clock.now());
+        self.update_policy();
         self.seqno = self.seqno.wrapping_add(1);
         self.push_all(ctx);
         Ok(())
@@ -1567,8 +1823,11 @@ impl Handler<Completed> for LnetActor {
 impl Handler<Received> for LnetActor {
     type Result = ();
 
-    fn handle(&mut self, Received(rx): Received, ctx: &mut Context<Self>) {
-        self.on_received(rx, ctx);
+    fn handle(&mut self, Received(inbound): Received, ctx: &mut Context<Self>) {
+        match inbound {
+            Inbound::Message(rx, ticket) => self.on_received(rx, ticket, ctx),
+            Inbound::PeerDown(down) => self.on_peer_down(down),
+        }
     }
 }
 
@@ -1665,7 +1924,11 @@ impl Handler<SetTunables> for LnetActor {
         {
             tell(addr, Configure(recovery));
         }
+        if t.routing() && !self.config.tunables.routing() {
+            self.routes.restart_nets(self.clock.now());
+        }
         self.config.tunables = t;
+        self.update_policy();
     }
 }
 
@@ -1681,6 +1944,7 @@ impl Handler<LearnPeer> for LnetActor {
     type Result = ();
 
     fn handle(&mut self, LearnPeer(info, from): LearnPeer, _ctx: &mut Context<Self>) {
+        self.gateway_info(&info, from, RouteCause::PingReply);
         self.learn(info, from);
     }
 }
@@ -1728,7 +1992,33 @@ impl Node {
         let events = EventBus::new(config.event_capacity);
         let cap = config.max_in_flight.saturating_mul(2).max(16);
         let (ctx_tx, mut ctx_rx) = mpsc::channel::<TxCompletion>(cap);
-        let (rx_tx, mut rx_rx) = mpsc::channel::<RxMessage>(256);
+        let (rx_tx, mut rx_rx) = mpsc::channel::<Inbound>(256);
+        let ncpts = config.cpts.len().max(1);
+        let sizes = lnet::rtrbuf::per_cpt(
+            [
+                config
+                    .tunables
+                    .get(lnet::tunables::TunableName::TinyBuffers),
+                config
+                    .tunables
+                    .get(lnet::tunables::TunableName::SmallBuffers),
+                config
+                    .tunables
+                    .get(lnet::tunables::TunableName::LargeBuffers),
+            ],
+            u32::try_from(ncpts).unwrap_or(1),
+        );
+        let rtr_credits = if config.peer_buffer_credits > 0 {
+            config.peer_buffer_credits
+        } else {
+            config.peer_credits
+        };
+        let router = RouterActor::new(sizes, ncpts, rtr_credits).start();
+        let (policy_tx, policy_rx) = watch::channel(RxPolicy {
+            local: HashSet::new(),
+            routing: config.tunables.routing(),
+        });
+        let routes = routing::Routes::new(config.router_check, config.net_check);
         let actor = LnetActor {
             config,
             clock,
@@ -1750,6 +2040,9 @@ impl Node {
             peer_recovery: None,
             counters: BTreeMap::new(),
             next_cpt: 0,
+            router: router.clone(),
+            policy: policy_tx,
+            routes,
         };
         let addr = actor.start();
         let a = addr.clone();
@@ -1774,6 +2067,9 @@ impl Node {
             handler: Arc::new(NodeHandler {
                 completions: ctx_tx,
                 received: rx_tx,
+                policy: policy_rx,
+                router,
+                pending: std::sync::Mutex::new(HashMap::new()),
             }),
             clock,
             faults: FaultHookTable::default(),

@@ -1,0 +1,468 @@
+//! Routing over the in-process fabric with a paused clock: forwarding with the end-to-end
+//! header kept, gateways chosen round robin, asymmetric route failure (link down and a
+//! silent far net), drops for unroutable messages, and router buffers under pressure.
+//! Topology: A on tcp, routers R1 and R2 on tcp and tcp1, B on tcp1.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod fabric_support;
+use fabric_support::{md, nid, Fab, BITS, BOUND, PORTAL};
+
+use std::time::Duration;
+
+use actors::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
+use actors::{GetRequest, MsgEventKind, Node, NodeConfig, PutRequest};
+use bytes::Bytes;
+use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
+use lnet::route::{RouteDown, RouteSpec, RouterCheck};
+use lnet::time::Millis;
+use lnet::tunables::{TunableName, Tunables};
+use lnet::{Net, Nid};
+use tokio::sync::broadcast;
+use tokio::time::timeout;
+
+const A: &str = "10.0.0.1@tcp";
+const R1A: &str = "10.0.0.2@tcp";
+const R1B: &str = "10.0.1.2@tcp1";
+const R2A: &str = "10.0.0.3@tcp";
+const R2B: &str = "10.0.1.3@tcp1";
+const B: &str = "10.0.1.1@tcp1";
+
+fn net(s: &str) -> Net {
+    s.parse().unwrap()
+}
+
+fn route(remote: &str, gw: &str) -> RouteSpec {
+    RouteSpec {
+        net: net(remote),
+        gateway: nid(gw),
+        hops: Some(1),
+        priority: 0,
+    }
+}
+
+fn config(routing: bool, buffers: Option<[u32; 3]>) -> NodeConfig {
+    let mut tunables = Tunables::default();
+    if routing {
+        tunables.set(TunableName::Routing, 1).unwrap();
+    }
+    if let Some([t, s, l]) = buffers {
+        tunables
+            .set(TunableName::TinyBuffers, i64::from(t))
+            .unwrap();
+        tunables
+            .set(TunableName::SmallBuffers, i64::from(s))
+            .unwrap();
+        tunables
+            .set(TunableName::LargeBuffers, i64::from(l))
+            .unwrap();
+    }
+    NodeConfig {
+        tunables,
+        router_check: RouterCheck {
+            interval: Millis::from_secs(1),
+            ping_timeout: Millis::from_millis(500),
+            ..RouterCheck::default()
+        },
+        ..NodeConfig::default()
+    }
+}
+
+async fn start(fabric: &Fabric, config: NodeConfig, nids: &[&str]) -> Node {
+    let node = Node::start(config);
+    for n in nids {
+        node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 64)
+            .await
+            .unwrap();
+    }
+    node
+}
+
+struct Topology {
+    fabric: Fabric,
+    a: Node,
+    r1: Node,
+    r2: Node,
+    b: Node,
+}
+
+/// A and B with routes through R1 (and R2 when `two`).
+async fn topology(two: bool, buffers: Option<[u32; 3]>) -> Topology {
+    let fabric = Fabric::new();
+    let r1 = start(&fabric, config(true, buffers), &[R1A, R1B]).await;
+    let r2 = start(&fabric, config(true, buffers), &[R2A, R2B]).await;
+    let a = start(&fabric, config(false, None), &[A]).await;
+    let b = start(&fabric, config(false, None), &[B]).await;
+    a.add_route(route("tcp1", R1A)).await.unwrap();
+    b.add_route(route("tcp", R1B)).await.unwrap();
+    if two {
+        a.add_route(route("tcp1", R2A)).await.unwrap();
+        b.add_route(route("tcp", R2B)).await.unwrap();
+    }
+    // Let the router checkers ping and push once.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    Topology {
+        fabric,
+        a,
+        r1,
+        r2,
+        b,
+    }
+}
+
+fn put_of(dest: &str, len: usize, fill: u8) -> PutRequest {
+    PutRequest {
+        dest: nid(dest),
+        portal: PORTAL,
+        match_bits: BITS,
+        hdr_data: 9,
+        payload: Bytes::from(vec![fill; len]),
+        ack: true,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+async fn counter(node: &Node, name: &str) -> u64 {
+    node.counters()
+        .await
+        .unwrap()
+        .get(name)
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Waits (in virtual time) for A's route to tcp1 via `gw` to reach `up`; returns the
+/// event.
+async fn route_event(rx: &mut broadcast::Receiver<Event>, gw: &str, up: bool) -> Event {
+    loop {
+        let e = rx.recv().await.unwrap();
+        if let Event::Route { gateway, down, .. } = &e {
+            if *gateway == nid(gw) && down.is_none() == up {
+                return e;
+            }
+        }
+    }
+}
+
+#[actix::test]
+async fn forwards_puts_with_acks_and_gets_with_replies_keeping_the_end_to_end_header() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        let mut md_rx = t.b.attach(md()).await.unwrap();
+        for (i, len) in [0usize, 4096, 1 << 20].into_iter().enumerate() {
+            let fill = u8::try_from(i).unwrap() + 1;
+            let got = t.a.put(put_of(B, len, fill)).await.unwrap().finish().await;
+            assert_eq!(got.len(), 2, "{got:?}");
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            assert_eq!(got[1].kind, MsgEventKind::Ack);
+            assert_eq!(got[1].from, Some(nid(B)), "the ACK comes from B itself");
+            let rx = md_rx.recv().await.unwrap();
+            assert_eq!(rx.header.src_nid, nid(A), "source kept end to end");
+            assert_eq!(rx.header.dest_nid, nid(B));
+            assert_eq!(rx.from.nid, nid(R1B), "last hop is the router");
+            assert_eq!(rx.payload.len(), len);
+            assert!(rx.payload.iter().all(|b| *b == fill));
+        }
+        let got =
+            t.a.get(GetRequest {
+                dest: nid(B),
+                portal: PORTAL,
+                match_bits: BITS,
+                sink_length: 1024,
+                timeout: Duration::from_secs(30),
+            })
+            .await
+            .unwrap()
+            .finish()
+            .await;
+        let reply = got.last().unwrap();
+        assert_eq!(reply.kind, MsgEventKind::Reply, "{got:?}");
+        assert_eq!(
+            reply.payload.as_deref(),
+            Some(&b"data for a GET"[..]),
+            "{got:?}"
+        );
+        // Three PUTs, three ACKs, one GET, one REPLY through R1.
+        assert_eq!(counter(&t.r1, "route_count").await, 8);
+        assert_eq!(
+            counter(&t.r1, "route_length").await,
+            4096 + (1 << 20) + 14,
+            "payload bytes forwarded"
+        );
+        assert_eq!(counter(&t.r2, "route_count").await, 0);
+        // Every buffer went back.
+        let show = t.r1.routing_show().await.unwrap();
+        assert!(show.enabled);
+        assert_eq!(show.buffers.waiting, 0);
+        for p in &show.buffers.cpts[0] {
+            assert_eq!(p.credits, i32::try_from(p.nbuffers).unwrap(), "{show:?}");
+        }
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn two_gateways_share_traffic_round_robin() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(true, None).await;
+        let _md = t.b.attach(md()).await.unwrap();
+        for i in 0..20 {
+            let got = t.a.put(put_of(B, 100, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        let (r1, r2) = (
+            counter(&t.r1, "route_count").await,
+            counter(&t.r2, "route_count").await,
+        );
+        assert_eq!(r1 + r2, 40, "20 PUTs and 20 ACKs forwarded");
+        assert!(
+            r1 >= 10 && r2 >= 10,
+            "both routers carry traffic: {r1} {r2}"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn link_down_on_the_far_net_is_pushed_and_a_routes_around_it_at_once() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(true, None).await;
+        let _md = t.b.attach(md()).await.unwrap();
+        let mut events = t.a.events().subscribe();
+        let before = t.a.routes().await.unwrap();
+        assert!(before.iter().all(|r| r.down.is_none()), "{before:?}");
+        let at = tokio::time::Instant::now();
+        t.r1.set_ni_link(nid(R1B), false).await.unwrap();
+        let e = route_event(&mut events, R1A, false).await;
+        let took = at.elapsed();
+        match e {
+            Event::Route { down, cause, .. } => {
+                assert_eq!(down, Some(RouteDown::NoUpNiOnRemoteNet));
+                assert_eq!(cause, RouteCause::Push, "R1 pushed the change");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(took < Duration::from_secs(1), "noticed after {took:?}");
+        let r1_before = counter(&t.r1, "route_count").await;
+        for i in 0..10 {
+            let got = t.a.put(put_of(B, 10, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        // A sends nothing more through R1 (B may still answer through it: R1's tcp1 NI
+        // is only advertised down; B's own view decides).
+        let views = t.a.routes().await.unwrap();
+        let via_r1 = views.iter().find(|r| r.spec.gateway == nid(R1A)).unwrap();
+        assert_eq!(via_r1.down, Some(RouteDown::NoUpNiOnRemoteNet));
+        assert!(counter(&t.r2, "route_count").await >= 10);
+        let r1_after = counter(&t.r1, "route_count").await;
+        assert!(r1_after - r1_before <= 10, "{r1_before} {r1_after}");
+        // The link comes back: pushed again, the route is up at once.
+        t.r1.set_ni_link(nid(R1B), true).await.unwrap();
+        route_event(&mut events, R1A, true).await;
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn a_silent_far_net_is_found_by_probes_within_3_s_and_back_within_3_s() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(true, None).await;
+        let _md = t.b.attach(md()).await.unwrap();
+        // Traffic makes B known to both routers.
+        for i in 0..4 {
+            let got = t.a.put(put_of(B, 10, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        let mut events = t.a.events().subscribe();
+        let mut r1_events = t.r1.events().subscribe();
+        // Everything to and from R1's tcp1 NI vanishes; the link stays up.
+        let r1b = nid(R1B);
+        let rules = [
+            t.fabric.add_rule(FaultRule::new(
+                NidMatch::Nid(r1b),
+                NidMatch::Any,
+                FaultAction::Drop,
+            )),
+            t.fabric.add_rule(FaultRule::new(
+                NidMatch::Any,
+                NidMatch::Nid(r1b),
+                FaultAction::Drop,
+            )),
+        ];
+        let at = tokio::time::Instant::now();
+        route_event(&mut events, R1A, false).await;
+        let down_after = at.elapsed();
+        assert!(down_after < Duration::from_secs(3), "{down_after:?}");
+        loop {
+            if let Event::NetStatus {
+                net, up, reason, ..
+            } = r1_events.recv().await.unwrap()
+            {
+                assert_eq!(net, r1b.net);
+                assert!(!up);
+                assert!(matches!(reason, NetStatusReason::Silent { .. }));
+                break;
+            }
+        }
+        // Sends meanwhile go through R2 and none hangs.
+        for i in 0..5 {
+            let got = t.a.put(put_of(B, 10, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        for r in rules {
+            t.fabric.remove_rule(r);
+        }
+        let at = tokio::time::Instant::now();
+        route_event(&mut events, R1A, true).await;
+        let up_after = at.elapsed();
+        assert!(up_after < Duration::from_secs(3), "{up_after:?}");
+        println!("silent far net: route down after {down_after:?}, up again after {up_after:?}");
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn a_message_for_a_net_without_route_is_dropped_with_a_counter_and_an_event() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        // A thinks R1 reaches tcp5 in two hops; R1 has no route there.
+        t.a.add_route(RouteSpec {
+            hops: Some(2),
+            ..route("tcp5", R1A)
+        })
+        .await
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut events = t.r1.events().subscribe();
+        let mut req = put_of("10.0.5.1@tcp5", 10, 1);
+        req.timeout = Duration::from_secs(5);
+        let got = t.a.put(req).await.unwrap().finish().await;
+        let last = got.last().unwrap();
+        assert!(!last.status.is_ok(), "{got:?}");
+        assert_eq!(
+            last.kind,
+            MsgEventKind::Ack,
+            "only the sender's timeout tells: {got:?}"
+        );
+        loop {
+            if let Event::ForwardDropped {
+                src, dest, reason, ..
+            } = events.recv().await.unwrap()
+            {
+                assert_eq!(src, nid(A));
+                assert_eq!(dest, nid("10.0.5.1@tcp5"));
+                assert_eq!(reason, ForwardDrop::NoRoute);
+                break;
+            }
+        }
+        assert_eq!(counter(&t.r1, "drop_count").await, 1);
+        let show = t.r1.routing_show().await.unwrap();
+        assert_eq!(show.buffers.waiting, 0);
+        assert_eq!(
+            show.buffers.cpts[0][1].credits,
+            show.buffers.cpts[0][1].mincredits + 1
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn router_buffers_hold_back_a_fast_sender_and_drop_nothing() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        // Four small buffers on the routers; B's side is slow.
+        let t = topology(false, Some([8, 4, 4])).await;
+        let mut md =
+            t.b.attach(actors::MdSpec { depth: 256, ..md() })
+                .await
+                .unwrap();
+        t.fabric.add_rule(FaultRule::new(
+            NidMatch::Nid(nid(R1B)),
+            NidMatch::Nid(nid(B)),
+            FaultAction::Delay(Duration::from_millis(50)),
+        ));
+        let mut txns = Vec::new();
+        for i in 0..40u8 {
+            txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
+        }
+        let mut ok = 0;
+        for txn in txns {
+            let got = txn.finish().await;
+            if got.iter().all(|e| e.status.is_ok()) {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 40, "every PUT is ACKed");
+        let mut seen = 0;
+        while md.try_recv().is_ok() {
+            seen += 1;
+        }
+        assert_eq!(seen, 40, "every PUT delivered once");
+        let show = t.r1.routing_show().await.unwrap();
+        let small = show.buffers.cpts[0][1];
+        assert_eq!(small.nbuffers, 4);
+        assert!(
+            small.mincredits < 0,
+            "messages waited for buffers: {show:?}"
+        );
+        assert_eq!(small.credits, 4, "all buffers back: {show:?}");
+        let a_credits = show
+            .buffers
+            .peers
+            .iter()
+            .find(|(n, _)| *n == nid(A))
+            .unwrap()
+            .1;
+        assert_eq!(a_credits.credits, i32::try_from(a_credits.max).unwrap());
+        println!(
+            "small pool low-water mark {}, A's router credits low-water mark {}",
+            small.mincredits, a_credits.mincredits
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn bad_routes_are_refused_with_the_reason() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let a = start(&fabric, config(false, None), &[A]).await;
+        for (r, what) in [
+            (route("tcp", R1A), "local"),
+            (route("tcp2", "10.0.9.9@tcp9"), "not on a local net"),
+            (route("tcp1", A), "this node"),
+        ] {
+            let e = a.add_route(r).await.unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+        }
+        a.add_route(route("tcp1", R1A)).await.unwrap();
+        let e = a
+            .add_route(route("tcp1", R1A))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exists"), "{e}");
+        assert!(a.del_route(net("tcp1"), nid(R1A)).await.unwrap());
+        assert!(a.routes().await.unwrap().is_empty());
+        let _: Nid = nid(R2B);
+    })
+    .await
+    .unwrap();
+}

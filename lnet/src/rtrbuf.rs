@@ -1,0 +1,397 @@
+//! Router buffers and the credits that guard them (reference: core 5.2 and 5.3).
+//!
+//! A message being forwarded needs, in this order, one router-buffer credit of the peer NI
+//! it came from (`lpni_rtrcredits`) and one buffer of the smallest pool that holds its
+//! payload (tiny: 0 bytes, small: one page, large: up to 1 MiB). When either is out, the
+//! message waits in a queue (of that peer, or of that pool) and nothing more is read from
+//! its connection: the sender feels it as back-pressure. Nothing is dropped. When a
+//! forwarded message is done its buffer and its credit go back, and the head of the
+//! matching queue is served.
+//!
+//! [`RouterBuffers`] is that bookkeeping for one CPT, with the caller's token for each
+//! waiting message. Credits go negative while messages wait and each pool and peer keeps
+//! its low-water mark (`mincredits`), as `lnetctl routing show` and `peer show` print
+//! them.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+use crate::header::LNET_MTU;
+
+/// The page size buffers are counted in.
+pub const PAGE_SIZE: u32 = 4096;
+
+/// Default tiny buffers, over all CPTs.
+pub const TINY_DEFAULT: u32 = 2048;
+/// Default small buffers, over all CPTs.
+pub const SMALL_DEFAULT: u32 = 16384;
+/// Default large buffers, over all CPTs.
+pub const LARGE_DEFAULT: u32 = 1024;
+
+/// One of the three pools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PoolKind {
+    /// Payloads of 0 bytes.
+    Tiny,
+    /// Payloads of 1 byte to one page.
+    Small,
+    /// Payloads above one page, up to [`LNET_MTU`].
+    Large,
+}
+
+impl PoolKind {
+    /// All three, in `routing show` order.
+    pub const ALL: [PoolKind; 3] = [PoolKind::Tiny, PoolKind::Small, PoolKind::Large];
+
+    /// Pages per buffer (`npages`).
+    pub const fn npages(self) -> u32 {
+        match self {
+            PoolKind::Tiny => 0,
+            PoolKind::Small => 1,
+            PoolKind::Large => LNET_MTU / PAGE_SIZE,
+        }
+    }
+
+    /// The smallest pool whose buffers hold `len` bytes; `None` above [`LNET_MTU`].
+    pub const fn for_payload(len: u32) -> Option<PoolKind> {
+        if len == 0 {
+            Some(PoolKind::Tiny)
+        } else if len <= PAGE_SIZE {
+            Some(PoolKind::Small)
+        } else if len <= LNET_MTU {
+            Some(PoolKind::Large)
+        } else {
+            None
+        }
+    }
+
+    const fn index(self) -> usize {
+        match self {
+            PoolKind::Tiny => 0,
+            PoolKind::Small => 1,
+            PoolKind::Large => 2,
+        }
+    }
+}
+
+/// Buffers per CPT of each pool, from the configured totals (`tiny_buffers` ...; 0 means
+/// the default) divided over `ncpts` CPTs, at least one each.
+pub fn per_cpt(configured: [u32; 3], ncpts: u32) -> [u32; 3] {
+    let defaults = [TINY_DEFAULT, SMALL_DEFAULT, LARGE_DEFAULT];
+    let n = ncpts.max(1);
+    let mut out = [1; 3];
+    for ((o, c), d) in out.iter_mut().zip(configured).zip(defaults) {
+        let total = if c == 0 { d } else { c };
+        *o = (total / n).max(1);
+    }
+    out
+}
+
+/// One pool's numbers, as `routing show` prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Pages per buffer.
+    pub npages: u32,
+    /// Buffers in the pool.
+    pub nbuffers: u32,
+    /// Free buffers now; negative: that many messages wait.
+    pub credits: i32,
+    /// The lowest `credits` seen.
+    pub mincredits: i32,
+}
+
+/// A peer NI's router-buffer credits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerRtrCredits {
+    /// Credits when idle.
+    pub max: u32,
+    /// Credits now; negative: that many messages wait.
+    pub credits: i32,
+    /// The lowest `credits` seen.
+    pub mincredits: i32,
+}
+
+/// A buffer given to a message: which pool, and which peer's credit it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant<P> {
+    /// The peer NI that sent the message.
+    pub peer: P,
+    /// The pool the buffer comes from.
+    pub pool: PoolKind,
+}
+
+/// Why a message cannot have a buffer at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BufferError {
+    /// The payload is larger than the largest buffer.
+    #[error("payload of {len} bytes exceeds the largest router buffer")]
+    TooLarge {
+        /// The payload length.
+        len: u32,
+    },
+}
+
+/// The answer to [`RouterBuffers::request`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Requested<T, P> {
+    /// A buffer now.
+    Granted(T, Grant<P>),
+    /// The message waits for a credit or a buffer.
+    Waiting,
+    /// No buffer can hold it.
+    Refused(T, BufferError),
+}
+
+struct Pool<P, T> {
+    stats: PoolStats,
+    waiting: VecDeque<(T, P)>,
+}
+
+struct PeerState<T> {
+    credits: PeerRtrCredits,
+    waiting: VecDeque<(T, PoolKind)>,
+}
+
+/// The router buffers of one CPT and the router-buffer credits of the peer NIs that send
+/// through it. `P` names a peer NI, `T` a waiting message.
+pub struct RouterBuffers<P, T> {
+    pools: [Pool<P, T>; 3],
+    peers: HashMap<P, PeerState<T>>,
+    peer_credits: u32,
+}
+
+impl<P: std::fmt::Debug, T> std::fmt::Debug for RouterBuffers<P, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouterBuffers")
+            .field(
+                "pools",
+                &self.pools.iter().map(|p| p.stats).collect::<Vec<_>>(),
+            )
+            .field("peers", &self.peers.len())
+            .finish()
+    }
+}
+
+impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
+    /// Pools of `sizes` buffers (tiny, small, large), and `peer_credits` router-buffer
+    /// credits for each peer NI (the NI's `peer_buffer_credits`, else its `peer_credits`).
+    pub fn new(sizes: [u32; 3], peer_credits: u32) -> RouterBuffers<P, T> {
+        let pool = |kind: PoolKind, n: u32| {
+            let credits = i32::try_from(n).unwrap_or(i32::MAX);
+            Pool {
+                stats: PoolStats {
+                    npages: kind.npages(),
+                    nbuffers: n,
+                    credits,
+                    mincredits: credits,
+                },
+                waiting: VecDeque::new(),
+            }
+        };
+        let [t, s, l] = sizes;
+        RouterBuffers {
+            pools: [
+                pool(PoolKind::Tiny, t),
+                pool(PoolKind::Small, s),
+                pool(PoolKind::Large, l),
+            ],
+            peers: HashMap::new(),
+            peer_credits: peer_credits.max(1),
+        }
+    }
+
+    fn pool_mut(&mut self, kind: PoolKind) -> &mut Pool<P, T> {
+        let [t, s, l] = &mut self.pools;
+        match kind.index() {
+            0 => t,
+            1 => s,
+            _ => l,
+        }
+    }
+
+    /// The pools' numbers, tiny, small, large.
+    pub fn pools(&self) -> impl Iterator<Item = PoolStats> + '_ {
+        self.pools.iter().map(|p| p.stats)
+    }
+
+    /// A peer NI's router-buffer credits, if it ever sent through here.
+    pub fn peer(&self, peer: &P) -> Option<PeerRtrCredits> {
+        self.peers.get(peer).map(|p| p.credits)
+    }
+
+    /// Every peer NI's router-buffer credits.
+    pub fn peers(&self) -> impl Iterator<Item = (&P, PeerRtrCredits)> + '_ {
+        self.peers.iter().map(|(p, s)| (p, s.credits))
+    }
+
+    /// Messages waiting for a credit or a buffer.
+    pub fn waiting(&self) -> usize {
+        self.pools.iter().map(|p| p.waiting.len()).sum::<usize>()
+            + self.peers.values().map(|p| p.waiting.len()).sum::<usize>()
+    }
+
+    /// A message of `len` payload bytes from `peer` wants a buffer: it gets one now, or
+    /// waits (its token comes back from [`Self::release`] when it has one), or is refused.
+    pub fn request(&mut self, peer: P, len: u32, token: T) -> Requested<T, P> {
+        let Some(pool) = PoolKind::for_payload(len) else {
+            return Requested::Refused(token, BufferError::TooLarge { len });
+        };
+        let max = self.peer_credits;
+        let state = self.peers.entry(peer.clone()).or_insert_with(|| {
+            let c = i32::try_from(max).unwrap_or(i32::MAX);
+            PeerState {
+                credits: PeerRtrCredits {
+                    max,
+                    credits: c,
+                    mincredits: c,
+                },
+                waiting: VecDeque::new(),
+            }
+        });
+        let c = &mut state.credits;
+        c.credits = c.credits.saturating_sub(1);
+        c.mincredits = c.mincredits.min(c.credits);
+        if c.credits < 0 {
+            state.waiting.push_back((token, pool));
+            return Requested::Waiting;
+        }
+        match self.take_buffer(peer, pool, token) {
+            Some((token, grant)) => Requested::Granted(token, grant),
+            None => Requested::Waiting,
+        }
+    }
+
+    /// The peer credit is held: take a buffer, or wait for one. Returns the token when
+    /// granted.
+    fn take_buffer(&mut self, peer: P, kind: PoolKind, token: T) -> Option<(T, Grant<P>)> {
+        let pool = self.pool_mut(kind);
+        let s = &mut pool.stats;
+        s.credits = s.credits.saturating_sub(1);
+        s.mincredits = s.mincredits.min(s.credits);
+        if s.credits < 0 {
+            pool.waiting.push_back((token, peer));
+            return None;
+        }
+        Some((token, Grant { peer, pool: kind }))
+    }
+
+    /// A forwarded message is done with its buffer: the buffer and the peer's credit go
+    /// back. Returns the waiting messages that now have a buffer, in the order they
+    /// should proceed.
+    pub fn release(&mut self, grant: Grant<P>) -> Vec<(T, Grant<P>)> {
+        let mut granted = Vec::new();
+        // The buffer first: a message queued on this pool already holds its peer credit.
+        let pool = self.pool_mut(grant.pool);
+        pool.stats.credits = pool.stats.credits.saturating_add(1);
+        if pool.stats.credits <= 0 {
+            if let Some((token, peer)) = pool.waiting.pop_front() {
+                granted.push((
+                    token,
+                    Grant {
+                        peer,
+                        pool: grant.pool,
+                    },
+                ));
+            }
+        }
+        // Then the peer's credit: the head of its queue goes on to take a buffer.
+        let next = match self.peers.get_mut(&grant.peer) {
+            Some(state) => {
+                state.credits.credits = state.credits.credits.saturating_add(1);
+                if state.credits.credits <= 0 {
+                    state.waiting.pop_front()
+                } else {
+                    None
+                }
+            }
+            None => None,
+        };
+        if let Some((token, kind)) = next {
+            if let Some(g) = self.take_buffer(grant.peer, kind, token) {
+                granted.push(g);
+            }
+        }
+        granted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_smallest_pool_that_holds_the_payload() {
+        assert_eq!(PoolKind::for_payload(0), Some(PoolKind::Tiny));
+        assert_eq!(PoolKind::for_payload(1), Some(PoolKind::Small));
+        assert_eq!(PoolKind::for_payload(4096), Some(PoolKind::Small));
+        assert_eq!(PoolKind::for_payload(4097), Some(PoolKind::Large));
+        assert_eq!(PoolKind::for_payload(1 << 20), Some(PoolKind::Large));
+        assert_eq!(PoolKind::for_payload((1 << 20) + 1), None);
+        assert_eq!(PoolKind::Large.npages(), 256);
+    }
+
+    #[test]
+    fn defaults_are_divided_over_cpts() {
+        assert_eq!(per_cpt([0, 0, 0], 1), [2048, 16384, 1024]);
+        assert_eq!(per_cpt([0, 0, 0], 2), [1024, 8192, 512]);
+        assert_eq!(per_cpt([10, 0, 3], 4), [2, 4096, 1]);
+        assert_eq!(per_cpt([0, 0, 0], 0), [2048, 16384, 1024]);
+    }
+
+    #[test]
+    fn peer_credits_then_pool_credits_queue_and_resume_in_order() {
+        // Two large buffers, two credits per peer.
+        let mut b: RouterBuffers<&str, u32> = RouterBuffers::new([4, 4, 2], 2);
+        let Requested::Granted(_, g1) = b.request("a", 8192, 1) else {
+            panic!()
+        };
+        let Requested::Granted(_, g2) = b.request("a", 8192, 2) else {
+            panic!()
+        };
+        // Peer a is out of credits: 3 waits on the peer.
+        assert_eq!(b.request("a", 8192, 3), Requested::Waiting);
+        // Peer b has credits but the pool is empty: 4 waits on the pool.
+        assert_eq!(b.request("b", 8192, 4), Requested::Waiting);
+        assert_eq!(b.waiting(), 2);
+        let large = b.pools().nth(2).unwrap();
+        assert_eq!((large.credits, large.mincredits), (-1, -1));
+        assert_eq!(b.peer(&"a").unwrap().mincredits, -1);
+        // a's first message is done: the pool serves b's message, then a's credit lets
+        // message 3 queue on the pool.
+        let next = b.release(g1);
+        assert_eq!(next.len(), 1);
+        assert_eq!(next[0].0, 4);
+        assert_eq!(b.waiting(), 1);
+        let next = b.release(g2);
+        assert_eq!(next.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![3]);
+        assert_eq!(b.waiting(), 0);
+        for (_, g) in [
+            next,
+            b.release(Grant {
+                peer: "b",
+                pool: PoolKind::Large,
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        {
+            b.release(g);
+        }
+        let large = b.pools().nth(2).unwrap();
+        assert_eq!((large.credits, large.mincredits), (2, -1));
+        assert_eq!(b.peer(&"a").unwrap().credits, 2);
+    }
+
+    #[test]
+    fn oversize_payloads_are_refused_without_taking_credits() {
+        let mut b: RouterBuffers<u8, ()> = RouterBuffers::new([1, 1, 1], 1);
+        assert_eq!(
+            b.request(1, (1 << 20) + 1, ()),
+            Requested::Refused((), BufferError::TooLarge { len: (1 << 20) + 1 })
+        );
+        assert_eq!(b.peer(&1), None);
+        assert!(matches!(b.request(1, 0, ()), Requested::Granted(..)));
+    }
+}
