@@ -6,7 +6,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::str::FromStr;
 
 use lnet::acceptor::ACCEPTOR_PORT;
-use lnet::config::{self, Config, LocalNi};
+use lnet::config::{self, Config, LocalNi, NetCheckSetting, RouterSection};
+use lnet::netcheck::NetCheckMode;
+use lnet::route::{RouteSpec, RouterCheck};
+use lnet::time::Millis;
 use lnet::tunables::Tunables;
 use lnet::{LndType, Nid};
 
@@ -88,6 +91,8 @@ pub struct TcpNi {
     pub peer_credits: Option<u32>,
     /// `lnd tunables: conns_per_peer`, when given.
     pub conns_per_peer: Option<u32>,
+    /// The interface it was configured on (`interfaces: 0:`), whose link is watched.
+    pub interface: Option<String>,
 }
 
 /// A configured peer.
@@ -110,6 +115,12 @@ pub struct Plan {
     pub nis: Vec<TcpNi>,
     /// The configured peers, in file order.
     pub peers: Vec<PeerPlan>,
+    /// The routes, in file order.
+    pub routes: Vec<RouteSpec>,
+    /// The router checker (gateway pings) settings.
+    pub router_check: RouterCheck,
+    /// How a silent local net is found while forwarding.
+    pub net_check: NetCheckMode,
 }
 
 /// How an interface name becomes an IPv4 address (the host's interfaces in the daemon, a
@@ -203,38 +214,73 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
             }
         })
         .collect();
+    let routes = config
+        .routes
+        .iter()
+        .map(|r| RouteSpec {
+            net: r.net,
+            gateway: r.gateway,
+            hops: r.hop.and_then(|h| u32::try_from(h).ok()),
+            priority: r.priority.unwrap_or(0),
+        })
+        .collect();
+    let section = config.router.clone().unwrap_or_default();
+    let (router_check, net_check) = router_settings(&section);
     Ok(Plan {
         tunables: tunables.unwrap_or_default(),
         nis,
         peers,
+        routes,
+        router_check,
+        net_check,
     })
 }
 
-/// What the file asks for that this build does not have: forwarding, routes, UDSP rules,
-/// nets of LNDs other than socklnd.
-fn refuse_unbuilt(config: &Config, problem: &mut impl FnMut(String, String)) {
-    if let Some(r) = &config.routing {
-        if r.enable.forwards() {
-            problem(
-                "routing".to_owned(),
-                format!(
-                    "routing is enabled (enable: {}), but forwarding is not available in this \
-                     build; set `enable: 0` or remove `routing:`",
-                    r.enable.to_u32()
-                ),
-            );
+/// The router checker and the net check from the `lnet-router:` section (kernel
+/// defaults for the checker; active probing of silent nets unless told otherwise).
+fn router_settings(section: &RouterSection) -> (RouterCheck, NetCheckMode) {
+    let mut check = RouterCheck::default();
+    if let Some(s) = section.alive_router_check_interval {
+        check.interval = Millis::from_secs(u64::from(s));
+    }
+    if let Some(s) = section.router_ping_timeout {
+        check.ping_timeout = Millis::from_secs(u64::from(s));
+    }
+    if let Some(v) = section.avoid_asym_router_failure {
+        check.avoid_asym_router_failure = v != 0;
+    }
+    if let Some(v) = section.check_routers_before_use {
+        check.check_routers_before_use = v != 0;
+    }
+    let net_check = match section.net_check.unwrap_or(NetCheckSetting::Active) {
+        NetCheckSetting::Off => NetCheckMode::Off,
+        NetCheckSetting::Passive => NetCheckMode::Passive {
+            down_after: check.interval.saturating_add(check.ping_timeout),
+        },
+        NetCheckSetting::Active => {
+            let NetCheckMode::Active {
+                probe_interval,
+                down_after,
+            } = NetCheckMode::ACTIVE
+            else {
+                return (check, NetCheckMode::ACTIVE);
+            };
+            NetCheckMode::Active {
+                probe_interval: section
+                    .net_probe_interval_ms
+                    .map_or(probe_interval, Millis::from_millis),
+                down_after: section
+                    .net_down_after_ms
+                    .map_or(down_after, Millis::from_millis),
+            }
         }
-    }
-    if !config.routes.is_empty() {
-        problem(
-            "route".to_owned(),
-            format!(
-                "{} route(s) configured, but forwarding is not available in this build \
-                 (routes are not used); remove `route:`",
-                config.routes.len()
-            ),
-        );
-    }
+    };
+    (check, net_check)
+}
+
+/// What the file asks for that this build does not have: UDSP rules, nets of LNDs other
+/// than socklnd.
+fn refuse_unbuilt(config: &Config, problem: &mut impl FnMut(String, String)) {
     if !config.udsp.is_empty() {
         problem(
             "udsp".to_owned(),
@@ -312,6 +358,7 @@ fn tcp_nis(
                     .as_ref()
                     .and_then(|t| t.conns_per_peer)
                     .map(u32::from),
+                interface: ni.interfaces.first().cloned(),
             });
         }
     }
@@ -420,19 +467,37 @@ mod tests {
     }
 
     #[test]
-    fn routing_routes_and_o2ib_are_refused_with_key_and_line() {
+    fn o2ib_is_refused_with_key_and_line_and_routes_and_routing_are_taken() {
         let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
                     \x20   - net type: o2ib\n      local NI(s):\n        - nid: 10.2.0.1@o2ib\n\
                     route:\n    - net: o2ib9\n      gateway: 10.0.0.2@tcp\n\
                     routing:\n    enable: 1\n";
         let problems = refused(text);
         let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
-        assert!(keys.contains(&("routing", Some(11))), "{problems:?}");
-        assert!(keys.contains(&("route", Some(8))), "{problems:?}");
-        assert!(keys.contains(&("net[1].net type", Some(5))), "{problems:?}");
-        assert!(problems.iter().any(|p| p
-            .message
-            .contains("forwarding is not available in this build")));
+        assert_eq!(keys, [("net[1].net type", Some(5))], "{problems:?}");
+        let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
+                    route:\n    - net: tcp9\n      gateway: 10.0.0.2@tcp\n      hop: 2\n\
+                    \x20     priority: 3\n\
+                    routing:\n    enable: 1\nlnet-router:\n    alive_router_check_interval: 5\n\
+                    \x20   net_check: passive\n";
+        let p = plan("f.yaml", text, &Table).unwrap();
+        assert!(p.tunables.routing());
+        assert_eq!(
+            p.routes,
+            [RouteSpec {
+                net: "tcp9".parse().unwrap(),
+                gateway: "10.0.0.2@tcp".parse().unwrap(),
+                hops: Some(2),
+                priority: 3,
+            }]
+        );
+        assert_eq!(p.router_check.interval, Millis::from_secs(5));
+        assert_eq!(
+            p.net_check,
+            NetCheckMode::Passive {
+                down_after: Millis::from_secs(55)
+            }
+        );
     }
 
     #[test]

@@ -35,6 +35,17 @@ pub enum RunError {
         #[source]
         source: NodeError,
     },
+    /// A configured route was refused by the node.
+    #[error("route to {net} via {gateway} could not be added: {source}")]
+    Route {
+        /// The remote net.
+        net: lnet::Net,
+        /// The gateway.
+        gateway: Nid,
+        /// Why.
+        #[source]
+        source: NodeError,
+    },
     /// The signal handlers could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(#[source] std::io::Error),
@@ -77,6 +88,8 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
 
     let node = Node::start(NodeConfig {
         tunables: plan.tunables.clone(),
+        router_check: plan.router_check,
+        net_check: plan.net_check,
         ..NodeConfig::default()
     });
     let incarnation = incarnation();
@@ -137,6 +150,14 @@ async fn start(
                 source,
             })?;
         tracing::info!(primary = %p.primary, nids = p.nids.len(), "peer added");
+    }
+    for r in &plan.routes {
+        node.add_route(*r).await.map_err(|source| RunError::Route {
+            net: r.net,
+            gateway: r.gateway,
+            source,
+        })?;
+        tracing::info!(net = %r.net, gateway = %r.gateway, "route added");
     }
     Ok(())
 }

@@ -271,28 +271,7 @@ async fn an_invalid_nid_is_refused_with_its_line() {
 }
 
 #[actix::test]
-async fn routing_enabled_is_refused_as_not_built() {
-    let err = refused(
-        "net:
-    - net type: tcp
-      local NI(s):
-        - nid: 127.0.5.5@tcp
-routing:
-    enable: 1
-lnet-router:
-    acceptor_port: 21102
-",
-    )
-    .await;
-    assert!(err.contains("line 5: routing"), "{err}");
-    assert!(
-        err.contains("forwarding is not available in this build"),
-        "{err}"
-    );
-}
-
-#[actix::test]
-async fn routes_and_o2ib_nets_are_refused_as_not_built() {
+async fn a_route_to_a_local_net_and_o2ib_nets_are_refused() {
     let err = refused(
         "net:
     - net type: tcp
@@ -302,20 +281,19 @@ async fn routes_and_o2ib_nets_are_refused_as_not_built() {
       local NI(s):
         - nid: 10.9.0.1@o2ib
 route:
-    - net: tcp7
+    - net: tcp
       gateway: 127.0.5.7@tcp
+routing:
+    enable: 1
 lnet-router:
     acceptor_port: 21103
 ",
     )
     .await;
-    assert!(err.contains("line 8: route:"), "{err}");
-    assert!(
-        err.contains("forwarding is not available in this build"),
-        "{err}"
-    );
+    assert!(err.contains("line 9: route[0].net"), "{err}");
     assert!(err.contains("line 5: net[1].net type"), "{err}");
     assert!(err.contains("o2ib LND"), "{err}");
+    assert!(!err.contains("routing"), "{err}");
 }
 
 #[actix::test]

@@ -48,7 +48,7 @@ pub use global::{BufferPool, Buffers, CptBuffers, Global, Routing, RoutingState}
 pub use net::{Cpts, LndTunables, LocalNi, NetConfig, NiHealthStats, NiStatus, NiTunables};
 pub use peer::{Peer, PeerNi, PeerNiCredits, PeerNiHealthStats, PeerNiState};
 pub use route::{Route, RouteState, RouteType, HOP_UNDEFINED};
-pub use router::RouterSection;
+pub use router::{NetCheckSetting, RouterSection};
 pub use stats::{LatencyStats, MsgStats, NiStatistics};
 pub use udsp::UdspRule;
 pub use validate::validate;

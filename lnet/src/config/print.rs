@@ -272,6 +272,13 @@ pub(super) fn to_yaml(c: &Config) -> String {
         let n = MapB::default()
             .opt("acceptor_address", r.acceptor_address)
             .opt("acceptor_port", r.acceptor_port)
+            .opt("alive_router_check_interval", r.alive_router_check_interval)
+            .opt("router_ping_timeout", r.router_ping_timeout)
+            .opt("avoid_asym_router_failure", r.avoid_asym_router_failure)
+            .opt("check_routers_before_use", r.check_routers_before_use)
+            .opt("net_check", r.net_check)
+            .opt("net_probe_interval_ms", r.net_probe_interval_ms)
+            .opt("net_down_after_ms", r.net_down_after_ms)
             .done();
         section("lnet-router", n, CYAML);
     }

@@ -15,7 +15,7 @@ use super::global::{Buffers, CptBuffers, Global, Routing, RoutingState};
 use super::net::{Cpts, LndTunables, LocalNi, NetConfig, NiHealthStats, NiStatus, NiTunables};
 use super::peer::{Peer, PeerNi, PeerNiCredits, PeerNiHealthStats, PeerNiState};
 use super::route::{Route, RouteState, RouteType};
-use super::router::RouterSection;
+use super::router::{NetCheckSetting, RouterSection};
 use super::stats::{LatencyStats, MsgStats, NiStatistics};
 use super::udsp::UdspRule;
 use super::Config;
@@ -678,6 +678,13 @@ impl RawUdsp {
 struct RawRouter {
     acceptor_address: Option<S<String>>,
     acceptor_port: Option<u16>,
+    alive_router_check_interval: Option<u32>,
+    router_ping_timeout: Option<u32>,
+    avoid_asym_router_failure: Option<u32>,
+    check_routers_before_use: Option<u32>,
+    net_check: Option<S<String>>,
+    net_probe_interval_ms: Option<u64>,
+    net_down_after_ms: Option<u64>,
 }
 
 impl RawRouter {
@@ -695,6 +702,23 @@ impl RawRouter {
                 })
                 .transpose()?,
             acceptor_port: self.acceptor_port,
+            alive_router_check_interval: self.alive_router_check_interval,
+            router_ping_timeout: self.router_ping_timeout,
+            avoid_asym_router_failure: self.avoid_asym_router_failure,
+            check_routers_before_use: self.check_routers_before_use,
+            net_check: self
+                .net_check
+                .map(|s| {
+                    NetCheckSetting::parse(&s.value).ok_or_else(|| ConfigError::InvalidValue {
+                        field: "lnet-router.net_check".to_owned(),
+                        value: s.value.clone(),
+                        expected: "active, passive or off",
+                        at: at(&s),
+                    })
+                })
+                .transpose()?,
+            net_probe_interval_ms: self.net_probe_interval_ms,
+            net_down_after_ms: self.net_down_after_ms,
         })
     }
 }

@@ -228,6 +228,29 @@ fn empty_document_is_an_empty_config() {
 // ---- lnet-router: ----
 
 #[test]
+fn lnet_router_section_router_checker_and_net_check_keys() {
+    let text = "lnet-router:\n    alive_router_check_interval: 5\n    router_ping_timeout: 2\n    \
+                avoid_asym_router_failure: 1\n    check_routers_before_use: 0\n    \
+                net_check: passive\n    net_probe_interval_ms: 250\n    net_down_after_ms: 900\n";
+    let c = parse(text).unwrap();
+    let r = c.router.clone().unwrap();
+    assert_eq!(r.alive_router_check_interval, Some(5));
+    assert_eq!(r.router_ping_timeout, Some(2));
+    assert_eq!(r.avoid_asym_router_failure, Some(1));
+    assert_eq!(r.check_routers_before_use, Some(0));
+    assert_eq!(r.net_check, Some(crate::config::NetCheckSetting::Passive));
+    assert_eq!(r.net_probe_interval_ms, Some(250));
+    assert_eq!(r.net_down_after_ms, Some(900));
+    assert_eq!(c.to_yaml(), text);
+    let e = parse("lnet-router:\n    net_check: sometimes\n").unwrap_err();
+    assert!(
+        matches!(&e, ConfigError::InvalidValue { field, at, .. }
+            if field == "lnet-router.net_check" && at.line == 2),
+        "{e:?}"
+    );
+}
+
+#[test]
 fn lnet_router_section() {
     let text = "lnet-router:\n    acceptor_address: 192.168.1.10\n    acceptor_port: 7988\n";
     let c = parse(text).unwrap();
@@ -244,7 +267,7 @@ fn lnet_router_section() {
     let mut full = parse(EXPORT_BACKUP).unwrap();
     full.router = Some(RouterSection {
         acceptor_address: Some("::".parse().unwrap()),
-        acceptor_port: None,
+        ..RouterSection::default()
     });
     let printed = full.to_yaml();
     assert!(printed.starts_with(EXPORT_BACKUP));
@@ -742,8 +765,8 @@ fn tunable_checks() {
     );
     let mut c = base();
     c.router = Some(RouterSection {
-        acceptor_address: None,
         acceptor_port: Some(0),
+        ..RouterSection::default()
     });
     assert_eq!(
         one_error(&c),
@@ -1157,6 +1180,7 @@ fn arb_config() -> impl Strategy<Value = Config> {
             |(acceptor_address, acceptor_port)| RouterSection {
                 acceptor_address,
                 acceptor_port,
+                ..RouterSection::default()
             },
         ),
     );
