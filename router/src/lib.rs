@@ -1,12 +1,15 @@
 //! The `lnet-router` daemon: reads an `lnetctl export` configuration (plus the
 //! `lnet-router:` section), refuses what this build cannot do, and runs a node with one
-//! socklnd NI per tcp NI until SIGINT or SIGTERM.
+//! socklnd NI per tcp NI, its peers and routes (forwarding when `routing` is enabled) until
+//! SIGINT or SIGTERM.
 //!
 //! * [`plan`]: the file to what is started, every refusal naming its key and line;
 //! * [`locate`]: the line of a key path in the YAML text;
 //! * [`ni`]: a socklnd NI the daemon can stop after handing it to the node;
+//! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
 //! * [`run`]: the daemon itself.
 
+pub mod link;
 pub mod locate;
 pub mod ni;
 pub mod plan;

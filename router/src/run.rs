@@ -99,6 +99,15 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
         stop_all(&slots).await;
         return Err(e);
     }
+    let links: Vec<(Nid, String)> = plan
+        .nis
+        .iter()
+        .filter_map(|n| {
+            let addr = n.nid.addr_u32().map(std::net::Ipv4Addr::from);
+            crate::link::interface_of(n.interface.as_deref(), addr).map(|i| (n.nid, i))
+        })
+        .collect();
+    actix::spawn(crate::link::watch(node.clone(), links));
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
     println!("lnet-router: NIDs: {}", nids.join(" "));
     tracing::info!(nids = %nids.join(" "), "running; SIGINT or SIGTERM stops");

@@ -9,123 +9,15 @@
     clippy::indexing_slicing
 )]
 
-use std::io::Read;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use actors::{Node, NodeConfig, NodeHandler};
 use lnd::socklnd::{SockLnd, SockLndConfig};
 use lnet::Nid;
 
-const BIN: &str = env!("CARGO_BIN_EXE_lnet-router");
-/// Every wait in these tests is bounded by this.
-const WAIT: Duration = Duration::from_secs(30);
-const STEP: Duration = Duration::from_millis(50);
-
-/// The daemon's process; killed if the test ends without it having exited.
-struct Daemon {
-    child: Option<Child>,
-}
-
-impl Daemon {
-    fn start(config: &Path) -> Daemon {
-        let child = Command::new(BIN)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the binary starts");
-        Daemon { child: Some(child) }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.as_ref().unwrap().id()
-    }
-
-    fn exited(&mut self) -> Option<ExitStatus> {
-        self.child.as_mut().unwrap().try_wait().unwrap()
-    }
-
-    /// Waits (bounded) for the process to exit; its status, stdout and stderr.
-    async fn wait_exit(&mut self) -> (ExitStatus, String, String) {
-        let mut waited = Duration::ZERO;
-        let status = loop {
-            if let Some(s) = self.exited() {
-                break s;
-            }
-            assert!(waited < WAIT, "the daemon did not exit within {WAIT:?}");
-            tokio::time::sleep(STEP).await;
-            waited += STEP;
-        };
-        let child = self.child.as_mut().unwrap();
-        let mut out = String::new();
-        let mut err = String::new();
-        child
-            .stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut out)
-            .unwrap();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        // Already reaped by `try_wait`; this returns the same status.
-        let status = child.wait().unwrap_or(status);
-        self.child = None;
-        (status, out, err)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn sigterm(pid: u32) {
-    let status = Command::new("kill")
-        .arg("-TERM")
-        .arg(pid.to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
-/// Waits (bounded) until something accepts TCP connections on `addr`, failing early if the
-/// daemon exits.
-async fn wait_listening(daemon: &mut Daemon, addr: SocketAddr) {
-    let mut waited = Duration::ZERO;
-    loop {
-        if let Some(s) = daemon.exited() {
-            let (_, out, err) = daemon.wait_exit().await;
-            panic!("the daemon exited early ({s}):\n{out}\n{err}");
-        }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return;
-        }
-        assert!(waited < WAIT, "nothing listens on {addr} after {WAIT:?}");
-        tokio::time::sleep(STEP).await;
-        waited += STEP;
-    }
-}
-
-fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
-    let path = dir.path().join("lnet.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+mod support;
+use support::{sigterm, wait_listening, write_config, Daemon, WAIT};
 
 #[actix::test]
 async fn the_daemon_answers_a_ping_and_stops_on_sigterm() {
@@ -219,7 +111,7 @@ lnet-router:
     tokio::time::timeout(WAIT, wait_listening(&mut daemon, listen))
         .await
         .expect("bounded");
-    let status = Command::new("kill")
+    let status = std::process::Command::new("kill")
         .arg("-INT")
         .arg(daemon.pid().to_string())
         .status()

@@ -1,0 +1,391 @@
+//! Forwarding over real TCP: end nodes A (on tcp) and B (on tcp1) in this process, and
+//! routers between them, as `lnet-router` processes or as in-process nodes on socklnd.
+//! PUT with ACK and GET with REPLY cross a router with their payloads intact; killing one of
+//! two router processes mid-transfer ends every PUT (ACK or failure event, none hanging)
+//! and moves the traffic to the other router; a silent far net behind a router is found by
+//! its probes and routed around.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+use support::{sigkill, wait_listening, Daemon, WAIT};
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use actors::events::Event;
+use actors::fault::{FaultRule, NidMatch, Trigger};
+use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, PutRequest};
+use bytes::Bytes;
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::route::{RouteSpec, RouterCheck};
+use lnet::time::Millis;
+use lnet::tunables::{TunableName, Tunables};
+use lnet::Nid;
+use tokio::time::{timeout, Instant};
+
+const PORTAL: u32 = 9;
+const BITS: u64 = 0x77;
+
+fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+fn ip(n: Nid) -> Ipv4Addr {
+    Ipv4Addr::from(n.addr_u32().unwrap())
+}
+
+/// An end node (or, with `routing`, a router) with one socklnd NI per NID, all listening
+/// on `port`.
+async fn node(nids: &[&str], port: u16, routing: bool) -> Node {
+    let mut tunables = Tunables::default();
+    if routing {
+        tunables.set(TunableName::Routing, 1).unwrap();
+    }
+    let node = Node::start(NodeConfig {
+        tunables,
+        router_check: RouterCheck {
+            interval: Millis::from_secs(1),
+            ping_timeout: Millis::from_secs(1),
+            ..RouterCheck::default()
+        },
+        ..NodeConfig::default()
+    });
+    for n in nids {
+        let me = nid(n);
+        let mut c =
+            SockLndConfig::new(me, 0x5EED_0000 | u64::from(me.addr_u32().unwrap() & 0xffff));
+        c.listen = Some(SocketAddr::new(IpAddr::V4(ip(me)), port));
+        c.peer_port = port;
+        node.add_ni::<SockLnd<NodeHandler>>(c, 256).await.unwrap();
+    }
+    node
+}
+
+/// Same as [`node`], with fault hooks on every NI.
+async fn router_node(nids: &[&str], port: u16) -> Node {
+    let mut tunables = Tunables::default();
+    tunables.set(TunableName::Routing, 1).unwrap();
+    let node = Node::start(NodeConfig {
+        tunables,
+        ..NodeConfig::default()
+    });
+    for n in nids {
+        let me = nid(n);
+        let mut c =
+            SockLndConfig::new(me, 0x5EED_1000 | u64::from(me.addr_u32().unwrap() & 0xffff));
+        c.listen = Some(SocketAddr::new(IpAddr::V4(ip(me)), port));
+        c.peer_port = port;
+        node.add_ni_with_faults::<SockLnd<NodeHandler>>(c, 256)
+            .await
+            .unwrap();
+    }
+    node
+}
+
+fn route(net: &str, gw: &str) -> RouteSpec {
+    RouteSpec {
+        net: net.parse().unwrap(),
+        gateway: nid(gw),
+        hops: Some(1),
+        priority: 0,
+    }
+}
+
+fn md() -> MdSpec {
+    MdSpec {
+        portal: PORTAL,
+        match_bits: BITS,
+        data: Bytes::from(vec![0x5a; 8192]),
+        depth: 1024,
+    }
+}
+
+fn put(dest: Nid, payload: Bytes, secs: u64) -> PutRequest {
+    PutRequest {
+        dest,
+        portal: PORTAL,
+        match_bits: BITS,
+        hdr_data: 1,
+        payload,
+        ack: true,
+        timeout: Duration::from_secs(secs),
+    }
+}
+
+fn router_yaml(a_side: &str, b_side: &str, port: u16) -> String {
+    format!(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: {a_side}
+    - net type: tcp1
+      local NI(s):
+        - nid: {b_side}
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: {port}
+    alive_router_check_interval: 1
+    router_ping_timeout: 1
+"
+    )
+}
+
+async fn start_router(
+    dir: &tempfile::TempDir,
+    name: &str,
+    a_side: &str,
+    b_side: &str,
+    port: u16,
+) -> Daemon {
+    let sub = dir.path().join(name);
+    std::fs::create_dir_all(&sub).unwrap();
+    let path = sub.join("lnet.yaml");
+    std::fs::write(&path, router_yaml(a_side, b_side, port)).unwrap();
+    let mut d = Daemon::start(&path);
+    for n in [a_side, b_side] {
+        let addr = SocketAddr::new(IpAddr::V4(ip(nid(n))), port);
+        timeout(WAIT, wait_listening(&mut d, addr))
+            .await
+            .expect("bounded");
+    }
+    d
+}
+
+#[actix::test]
+async fn puts_and_a_get_cross_a_router_process_with_payloads_intact() {
+    const PORT: u16 = 24_100;
+    let dir = tempfile::tempdir().unwrap();
+    let _r = start_router(&dir, "r", "127.0.23.1@tcp", "127.0.24.1@tcp1", PORT).await;
+    let a = node(&["127.0.23.2@tcp"], PORT, false).await;
+    let b = node(&["127.0.24.2@tcp1"], PORT, false).await;
+    a.add_route(route("tcp1", "127.0.23.1@tcp")).await.unwrap();
+    b.add_route(route("tcp", "127.0.24.1@tcp1")).await.unwrap();
+    let mut delivered = b.attach(md()).await.unwrap();
+    timeout(WAIT, async {
+        for len in [0usize, 4096, 1 << 20] {
+            let payload: Bytes = (0..len)
+                .map(|i| (i % 251) as u8)
+                .collect::<Vec<u8>>()
+                .into();
+            let got = a
+                .put(put(nid("127.0.24.2@tcp1"), payload.clone(), 20))
+                .await
+                .unwrap()
+                .finish()
+                .await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{len}: {got:?}");
+            assert_eq!(got.last().unwrap().kind, MsgEventKind::Ack);
+            let rx = delivered.recv().await.unwrap();
+            assert_eq!(rx.header.src_nid, nid("127.0.23.2@tcp"));
+            assert_eq!(rx.from.nid, nid("127.0.24.1@tcp1"));
+            assert_eq!(rx.payload, payload, "{len} bytes intact");
+        }
+        let got = a
+            .get(GetRequest {
+                dest: nid("127.0.24.2@tcp1"),
+                portal: PORTAL,
+                match_bits: BITS,
+                sink_length: 8192,
+                timeout: Duration::from_secs(20),
+            })
+            .await
+            .unwrap()
+            .finish()
+            .await;
+        let reply = got.last().unwrap();
+        assert_eq!(reply.kind, MsgEventKind::Reply, "{got:?}");
+        assert_eq!(reply.payload.as_ref().unwrap().len(), 8192);
+        // A ping of B crosses the router too.
+        let ping = a
+            .ping(nid("127.0.24.2@tcp1"), Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(ping.nids().contains(&(nid("127.0.24.2@tcp1"), true)));
+    })
+    .await
+    .expect("bounded");
+}
+
+#[actix::test]
+async fn killing_one_of_two_router_processes_mid_transfer_ends_every_put_and_moves_traffic() {
+    const PORT: u16 = 24_101;
+    const TOTAL: usize = 600;
+    const WINDOW: usize = 16;
+    const KILL_AFTER: usize = 150;
+    const PUT_TIMEOUT: u64 = 10;
+    let dir = tempfile::tempdir().unwrap();
+    let mut r1 = start_router(&dir, "r1", "127.0.25.1@tcp", "127.0.26.1@tcp1", PORT).await;
+    let _r2 = start_router(&dir, "r2", "127.0.25.3@tcp", "127.0.26.3@tcp1", PORT).await;
+    let a = node(&["127.0.25.2@tcp"], PORT, false).await;
+    let b = node(&["127.0.26.2@tcp1"], PORT, false).await;
+    for gw in ["127.0.25.1@tcp", "127.0.25.3@tcp"] {
+        a.add_route(route("tcp1", gw)).await.unwrap();
+    }
+    for gw in ["127.0.26.1@tcp1", "127.0.26.3@tcp1"] {
+        b.add_route(route("tcp", gw)).await.unwrap();
+    }
+    let mut delivered = b.attach(md()).await.unwrap();
+    tokio::spawn(async move { while delivered.recv().await.is_some() {} });
+    let mut events = a.events().subscribe();
+    let dest = nid("127.0.26.2@tcp1");
+    let r1_gw = nid("127.0.25.1@tcp");
+    let payload = Bytes::from(vec![7u8; 16 << 10]);
+
+    let report = timeout(WAIT * 4, async {
+        let mut running = tokio::task::JoinSet::new();
+        let mut started = 0usize;
+        let mut done = Vec::new();
+        let mut killed_at: Option<Instant> = None;
+        let mut noticed_at: Option<Instant> = None;
+        let mut in_flight_at_kill = 0usize;
+        loop {
+            while running.len() < WINDOW && started < TOTAL {
+                let txn = a
+                    .put(put(dest, payload.clone(), PUT_TIMEOUT))
+                    .await
+                    .unwrap();
+                let t0 = Instant::now();
+                running.spawn(async move {
+                    let got = txn.finish().await;
+                    let ok = got.iter().all(|e| e.status.is_ok())
+                        && got.last().is_some_and(|e| e.kind == MsgEventKind::Ack);
+                    (t0, Instant::now(), ok, got)
+                });
+                started += 1;
+            }
+            let Some(res) = running.join_next().await else {
+                break;
+            };
+            done.push(res.unwrap());
+            if killed_at.is_none() && done.len() == KILL_AFTER {
+                in_flight_at_kill = running.len();
+                sigkill(r1.pid());
+                killed_at = Some(Instant::now());
+            }
+            while let Ok(e) = events.try_recv() {
+                if let Event::Route {
+                    gateway,
+                    down: Some(_),
+                    ..
+                } = e
+                {
+                    if gateway == r1_gw && killed_at.is_some() && noticed_at.is_none() {
+                        noticed_at = Some(Instant::now());
+                    }
+                }
+            }
+        }
+        (done, killed_at.unwrap(), noticed_at, in_flight_at_kill)
+    })
+    .await
+    .expect("every PUT ended within the bound");
+    let _ = r1.wait_exit().await;
+    let (done, killed_at, noticed_at, in_flight) = report;
+    assert_eq!(done.len(), TOTAL, "every PUT ended");
+    for (t0, t1, ok, got) in &done {
+        let took = t1.duration_since(*t0);
+        assert!(
+            took <= Duration::from_secs(PUT_TIMEOUT + 2),
+            "a PUT took {took:?}: {got:?}"
+        );
+        if !ok {
+            let last = got.last().unwrap();
+            assert!(
+                !last.status.is_ok(),
+                "a failed PUT ends with a failure event: {got:?}"
+            );
+        }
+    }
+    let noticed_at = noticed_at.expect("A noticed that R1 died");
+    let after: Vec<_> = done.iter().filter(|(t0, ..)| *t0 >= noticed_at).collect();
+    assert!(!after.is_empty());
+    assert!(
+        after.iter().all(|(_, _, ok, _)| *ok),
+        "every PUT sent after R1's death was noticed got its ACK"
+    );
+    let failed = done.iter().filter(|(_, _, ok, _)| !ok).count();
+    let switch = noticed_at.duration_since(killed_at);
+    println!(
+        "router killed with {in_flight} PUTs in flight; {failed} PUTs failed; A noticed after {switch:?}; \
+         {} PUTs sent after that all ACKed",
+        after.len()
+    );
+}
+
+#[actix::test]
+async fn a_silent_far_net_behind_a_router_is_routed_around_and_back() {
+    const PORT: u16 = 24_102;
+    let r1 = router_node(&["127.0.27.1@tcp", "127.0.28.1@tcp1"], PORT).await;
+    let r2 = router_node(&["127.0.27.3@tcp", "127.0.28.3@tcp1"], PORT).await;
+    let a = node(&["127.0.27.2@tcp"], PORT, false).await;
+    let b = node(&["127.0.28.2@tcp1"], PORT, false).await;
+    for gw in ["127.0.27.1@tcp", "127.0.27.3@tcp"] {
+        a.add_route(route("tcp1", gw)).await.unwrap();
+    }
+    for gw in ["127.0.28.1@tcp1", "127.0.28.3@tcp1"] {
+        b.add_route(route("tcp", gw)).await.unwrap();
+    }
+    let mut delivered = b.attach(md()).await.unwrap();
+    tokio::spawn(async move { while delivered.recv().await.is_some() {} });
+    let dest = nid("127.0.28.2@tcp1");
+    let r1_gw = nid("127.0.27.1@tcp");
+    let r1_far = nid("127.0.28.1@tcp1");
+    timeout(WAIT * 2, async {
+        // Traffic through both routers: B is known on both.
+        for _ in 0..8 {
+            let got = a.put(put(dest, Bytes::from_static(b"x"), 10)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        let mut events = a.events().subscribe();
+        let mut b_events = b.events().subscribe();
+        // Every message R1's far NI receives is dropped: its link stays up, nothing
+        // comes back.
+        let rule = r1
+            .add_fault_rule(r1_far, FaultRule::drop(NidMatch::Any, NidMatch::Any, Trigger::Always))
+            .unwrap();
+        let t0 = Instant::now();
+        let down = loop {
+            if let Event::Route { gateway, down: Some(why), .. } = events.recv().await.unwrap() {
+                if gateway == r1_gw {
+                    break why;
+                }
+            }
+        };
+        let down_after = t0.elapsed();
+        // B stops sending its ACKs through R1 too (R1's push shows its tcp1 NI DOWN).
+        loop {
+            if let Event::Route { gateway, down: Some(_), .. } = b_events.recv().await.unwrap() {
+                if gateway == r1_far {
+                    break;
+                }
+            }
+        }
+        // Meanwhile every PUT goes through R2 and gets its ACK.
+        for _ in 0..8 {
+            let got = a.put(put(dest, Bytes::from_static(b"y"), 10)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        assert!(r1.remove_fault_rule(r1_far, rule).unwrap());
+        let t1 = Instant::now();
+        loop {
+            if let Event::Route { gateway, down: None, .. } = events.recv().await.unwrap() {
+                if gateway == r1_gw {
+                    break;
+                }
+            }
+        }
+        let up_after = t1.elapsed();
+        println!("silent far net: A's route via R1 down after {down_after:?} ({down}), up after {up_after:?}");
+        let routed = r2.counters().await.unwrap().get("route_count").copied().unwrap_or(0);
+        assert!(routed >= 16, "R2 carried the traffic meanwhile: {routed}");
+    })
+    .await
+    .expect("bounded");
+}
