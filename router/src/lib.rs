@@ -7,8 +7,10 @@
 //! * [`locate`]: the line of a key path in the YAML text;
 //! * [`ni`]: a socklnd NI the daemon can stop after handing it to the node;
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
-//! * [`run`]: the daemon itself.
+//! * [`run`]: the daemon itself;
+//! * [`demo`]: a routed topology (two end nodes, two routers) in one process.
 
+pub mod demo;
 pub mod link;
 pub mod locate;
 pub mod ni;

@@ -25,6 +25,13 @@ enum Command {
         #[arg(long, short = 'c', value_name = "FILE")]
         config: String,
     },
+    /// Run a demo topology in this process: end node A on tcp, routers R1 and R2, end node
+    /// B on tcp1, all on loopback addresses, with traffic from A to B.
+    Demo {
+        /// Stop after this many seconds (default: run until SIGINT or SIGTERM).
+        #[arg(long, value_name = "SECONDS")]
+        duration: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -38,6 +45,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Run { config } => run(&config),
+        Command::Demo { duration } => demo(duration.map(std::time::Duration::from_secs)),
     }
 }
 
@@ -58,6 +66,17 @@ fn run(path: &str) -> ExitCode {
     };
     let system = actix::System::new();
     match system.block_on(router::run::run(plan)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lnet-router: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(duration: Option<std::time::Duration>) -> ExitCode {
+    let system = actix::System::new();
+    match system.block_on(router::demo::run(duration)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");

@@ -78,14 +78,24 @@ fn socklnd_config(ni: &TcpNi, incarnation: u64) -> SockLndConfig {
     c
 }
 
-/// Runs the node described by `plan` until SIGINT or SIGTERM. Must be called inside a
-/// running actix system.
-pub async fn run(plan: Plan) -> Result<(), RunError> {
-    // Install the handlers first, so that a signal that comes while the NIs start is not
-    // lost (nor kills the process with the default action).
-    let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+/// A node started from a plan, with its NIs.
+#[derive(Debug)]
+pub struct Running {
+    /// The node.
+    pub node: Node,
+    slots: Vec<Arc<NiSlot>>,
+}
 
+impl Running {
+    /// Stops every NI; whether all stopped cleanly.
+    pub async fn stop(self) -> bool {
+        stop_all(&self.slots).await
+    }
+}
+
+/// Starts the node described by `plan`: its NIs, peers and routes, and the watch on its
+/// NIs' links. Must be called inside a running actix system.
+pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     let node = Node::start(NodeConfig {
         tunables: plan.tunables.clone(),
         router_check: plan.router_check,
@@ -94,8 +104,7 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
     });
     let incarnation = incarnation();
     let mut slots: Vec<Arc<NiSlot>> = Vec::new();
-    let started = start(&node, &plan, incarnation, &mut slots).await;
-    if let Err(e) = started {
+    if let Err(e) = start(&node, plan, incarnation, &mut slots).await {
         stop_all(&slots).await;
         return Err(e);
     }
@@ -108,6 +117,17 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
         })
         .collect();
     actix::spawn(crate::link::watch(node.clone(), links));
+    Ok(Running { node, slots })
+}
+
+/// Runs the node described by `plan` until SIGINT or SIGTERM. Must be called inside a
+/// running actix system.
+pub async fn run(plan: Plan) -> Result<(), RunError> {
+    // Install the handlers first, so that a signal that comes while the NIs start is not
+    // lost (nor kills the process with the default action).
+    let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
+    let running = start_plan(&plan).await?;
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
     println!("lnet-router: NIDs: {}", nids.join(" "));
     tracing::info!(nids = %nids.join(" "), "running; SIGINT or SIGTERM stops");
@@ -117,7 +137,7 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
         _ = sigint.recv() => "SIGINT",
     };
     tracing::info!(signal = which, "stopping");
-    let clean = stop_all(&slots).await;
+    let clean = running.stop().await;
     tracing::info!(clean, "NIs stopped");
     println!("lnet-router: stopped ({which})");
     Ok(())
