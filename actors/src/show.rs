@@ -11,7 +11,11 @@
 //! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
 //! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI (its tx
 //! credits), and in `stats show` `msgs_alloc`, `msgs_max`, `rst_alloc`, `errors`,
-//! `route_count` and the byte lengths (0).
+//! `send_length` and `recv_length` (0).
+//!
+//! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
+//! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
+//! them.
 
 use std::collections::BTreeMap;
 
@@ -245,12 +249,73 @@ impl Node {
             failed_resends: Some(counter(&c, "failed_resends")),
             successful_resends: Some(counter(&c, "successful_resends")),
             recv_count: total(&nis, |s| s.recv_count),
-            route_count: 0,
+            route_count: counter(&c, "route_count"),
             drop_count: total(&nis, |s| s.drop_count).saturating_add(counter(&c, "drop_count")),
             send_length: 0,
             recv_length: 0,
-            route_length: 0,
-            drop_length: 0,
+            route_length: counter(&c, "route_length"),
+            drop_length: counter(&c, "drop_length"),
+        })
+    }
+
+    /// `lnetctl route show -v`: every route with its state and type (`single-hop` when
+    /// the gateway's ping info lists an NI on the remote net, `multi-hop` otherwise; no
+    /// type before the gateway's first ping).
+    pub async fn route_show(&self) -> Result<Vec<lnet::config::Route>, NodeError> {
+        use lnet::config::{RouteState, RouteType};
+        Ok(self
+            .routes()
+            .await?
+            .into_iter()
+            .map(|r| lnet::config::Route {
+                net: r.spec.net,
+                gateway: r.spec.gateway,
+                hop: Some(r.spec.hops.map_or(-1, i64::from)),
+                priority: Some(r.spec.priority),
+                health_sensitivity: Some(1),
+                state: Some(if r.down.is_none() {
+                    RouteState::Up
+                } else {
+                    RouteState::Down
+                }),
+                route_type: r.single_hop.map(|s| {
+                    if s {
+                        RouteType::SingleHop
+                    } else {
+                        RouteType::MultiHop
+                    }
+                }),
+            })
+            .collect())
+    }
+
+    /// `lnetctl routing show`: the router buffer pools of each CPT and whether routing is
+    /// enabled.
+    pub async fn routing_config(&self) -> Result<lnet::config::Routing, NodeError> {
+        use lnet::config::{BufferPool, CptBuffers, Routing, RoutingState};
+        let show = self.routing_show().await?;
+        let pool = |p: &lnet::rtrbuf::PoolStats| BufferPool {
+            npages: p.npages,
+            nbuffers: p.nbuffers,
+            credits: p.credits,
+            mincredits: p.mincredits,
+        };
+        Ok(Routing {
+            enable: if show.enabled {
+                RoutingState::Enabled
+            } else {
+                RoutingState::Disabled
+            },
+            cpts: show
+                .buffers
+                .cpts
+                .iter()
+                .map(|[t, s, l]| CptBuffers {
+                    tiny: pool(t),
+                    small: pool(s),
+                    large: pool(l),
+                })
+                .collect(),
         })
     }
 

@@ -203,6 +203,18 @@ async fn forwards_puts_with_acks_and_gets_with_replies_keeping_the_end_to_end_he
         for p in &show.buffers.cpts[0] {
             assert_eq!(p.credits, i32::try_from(p.nbuffers).unwrap(), "{show:?}");
         }
+        // `route show -v` on A and `routing show` on R1, printed as lnetctl prints them.
+        let doc = lnet::config::Config {
+            routes: t.a.route_show().await.unwrap(),
+            routing: Some(t.r1.routing_config().await.unwrap()),
+            ..lnet::config::Config::default()
+        };
+        let yaml = doc.to_yaml();
+        assert!(yaml.contains("route:\n-     net: tcp1\n      gateway: 10.0.0.2@tcp\n      hop: 1\n      priority: 0\n"), "{yaml}");
+        assert!(yaml.contains("      state: up\n      type: single-hop\n"), "{yaml}");
+        assert!(yaml.contains("routing:\n    - cpt[0]:\n          tiny:\n              npages: 0\n              nbuffers: 2048\n"), "{yaml}");
+        assert!(yaml.contains("    - enable: 1\n"), "{yaml}");
+        assert_eq!(lnet::config::parse(&yaml).unwrap(), doc);
     })
     .await
     .unwrap();

@@ -9,6 +9,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use actors::fault::{FaultAddError, FaultHooks, FaultRule, RuleId, RuleStats};
 use actors::NodeHandler;
 use lnd::socklnd::{SockLnd, SockLndConfig, StartError};
 use lnd::{Lnd, SendError, TxRequest};
@@ -117,5 +118,28 @@ impl Lnd for StoppableSockLnd {
 
     async fn stop(self) {
         self.slot.stop().await;
+    }
+}
+
+impl FaultHooks for StoppableSockLnd {
+    fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
+        match self.slot.get() {
+            Some(lnd) => lnd.add_fault_rule(rule),
+            None => Err(FaultAddError::Stopped),
+        }
+    }
+
+    fn remove_fault_rule(&self, id: RuleId) -> bool {
+        self.slot.get().is_some_and(|l| l.remove_fault_rule(id))
+    }
+
+    fn clear_fault_rules(&self) {
+        if let Some(l) = self.slot.get() {
+            l.clear_fault_rules();
+        }
+    }
+
+    fn fault_rules(&self) -> Vec<RuleStats> {
+        self.slot.get().map(|l| l.fault_rules()).unwrap_or_default()
     }
 }

@@ -154,7 +154,7 @@ async fn start(
         slots.push(Arc::clone(&slot));
         let config = socklnd_config(ni, incarnation);
         let credits = config.credits;
-        node.add_ni::<StoppableSockLnd>(
+        node.add_ni_with_faults::<StoppableSockLnd>(
             StoppableConfig {
                 socklnd: config,
                 slot: Arc::clone(&slot),

@@ -433,6 +433,9 @@ pub enum FaultAddError {
         /// The limit.
         max: usize,
     },
+    /// The NI is stopped.
+    #[error("the NI is stopped")]
+    Stopped,
 }
 
 #[cfg(test)]
