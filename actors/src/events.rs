@@ -165,6 +165,8 @@ pub enum NetStatusReason {
     Heard,
     /// The link of an NI on it went down or came up.
     Link,
+    /// The node is draining before it stops.
+    Draining,
 }
 
 /// Why a forwarded message was dropped.

@@ -34,7 +34,7 @@
 
 mod routing;
 
-pub use routing::{NetAdvert, RouteView, RoutingShow};
+pub use routing::{Drained, NetAdvert, RouteView, RoutingShow};
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
@@ -826,7 +826,7 @@ impl LnetActor {
 
     fn own_info(&self) -> PingInfo {
         let mut features = Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY;
-        if !self.config.tunables.routing() {
+        if !self.config.tunables.routing() || self.routes.draining() {
             features |= Features::RTE_DISABLED;
         }
         let nis = self

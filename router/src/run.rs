@@ -1,7 +1,11 @@
-//! `lnet-router run`: the daemon. Builds the node from a [`Plan`], starts its NIs and
-//! peers, runs until SIGINT or SIGTERM, then stops the NIs.
+//! `lnet-router run`: the daemon. Builds the node from a [`Plan`], starts its NIs, peers
+//! and routes, runs until SIGINT or SIGTERM, then drains (advertises its NIs DOWN and
+//! routing disabled, pushes that to its peers, keeps forwarding for [`DRAIN_GRACE`] while
+//! they move, waits at most [`DRAIN_BOUND`] for what it forwards to finish) and stops
+//! the NIs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use actors::{Node, NodeConfig, NodeError};
 use lnd::socklnd::SockLndConfig;
@@ -10,6 +14,12 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::ni::{NiSlot, StoppableConfig, StoppableSockLnd};
 use crate::plan::{Plan, TcpNi};
+
+/// How long a stopping router keeps forwarding after it told its peers it is going down,
+/// so that they move to other routers first.
+pub const DRAIN_GRACE: Duration = Duration::from_millis(1000);
+/// How long it then waits at most for the messages it is forwarding to finish.
+pub const DRAIN_BOUND: Duration = Duration::from_secs(5);
 
 /// Why the daemon stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +146,17 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
         _ = sigterm.recv() => "SIGTERM",
         _ = sigint.recv() => "SIGINT",
     };
-    tracing::info!(signal = which, "stopping");
+    tracing::info!(signal = which, "draining");
+    match running.node.drain(DRAIN_GRACE, DRAIN_BOUND).await {
+        Ok(d) => {
+            println!(
+                "lnet-router: drained ({} forwarded messages under way at {which}, {} left)",
+                d.in_flight_at_start, d.left
+            );
+            tracing::info!(in_flight = d.in_flight_at_start, left = d.left, "drained");
+        }
+        Err(e) => tracing::warn!(%e, "drain failed"),
+    }
     let clean = running.stop().await;
     tracing::info!(clean, "NIs stopped");
     println!("lnet-router: stopped ({which})");

@@ -2,8 +2,9 @@
 //! routers between them, as `lnet-router` processes or as in-process nodes on socklnd.
 //! PUT with ACK and GET with REPLY cross a router with their payloads intact; killing one of
 //! two router processes mid-transfer ends every PUT (ACK or failure event, none hanging)
-//! and moves the traffic to the other router; a silent far net behind a router is found by
-//! its probes and routed around.
+//! and moves the traffic to the other router; SIGTERM drains a router so that its peers
+//! move first and no PUT fails; a silent far net behind a router is found by its probes
+//! and routed around.
 
 #![allow(
     clippy::unwrap_used,
@@ -13,7 +14,7 @@
 )]
 
 mod support;
-use support::{sigkill, wait_listening, Daemon, WAIT};
+use support::{sigkill, sigterm, wait_listening, Daemon, WAIT};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -388,4 +389,72 @@ async fn a_silent_far_net_behind_a_router_is_routed_around_and_back() {
     })
     .await
     .expect("bounded");
+}
+
+#[actix::test]
+async fn sigterm_drains_a_router_peers_move_to_the_other_and_no_put_fails() {
+    const PORT: u16 = 24_103;
+    const TOTAL: usize = 400;
+    const WINDOW: usize = 16;
+    const STOP_AFTER: usize = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let mut r1 = start_router(&dir, "r1", "127.0.29.1@tcp", "127.0.32.1@tcp1", PORT).await;
+    let _r2 = start_router(&dir, "r2", "127.0.29.3@tcp", "127.0.32.3@tcp1", PORT).await;
+    let a = node(&["127.0.29.2@tcp"], PORT, false).await;
+    let b = node(&["127.0.32.2@tcp1"], PORT, false).await;
+    for gw in ["127.0.29.1@tcp", "127.0.29.3@tcp"] {
+        a.add_route(route("tcp1", gw)).await.unwrap();
+    }
+    for gw in ["127.0.32.1@tcp1", "127.0.32.3@tcp1"] {
+        b.add_route(route("tcp", gw)).await.unwrap();
+    }
+    let mut delivered = b.attach(md()).await.unwrap();
+    tokio::spawn(async move { while delivered.recv().await.is_some() {} });
+    // Let the router checkers ping and push, so that the routers know their peers.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let dest = nid("127.0.32.2@tcp1");
+    let payload = Bytes::from(vec![3u8; 16 << 10]);
+    let results = timeout(WAIT * 2, async {
+        let mut running = tokio::task::JoinSet::new();
+        let mut started = 0usize;
+        let mut done = Vec::new();
+        loop {
+            while running.len() < WINDOW && started < TOTAL {
+                let txn = a.put(put(dest, payload.clone(), 10)).await.unwrap();
+                running.spawn(async move { txn.finish().await });
+                started += 1;
+            }
+            let Some(res) = running.join_next().await else {
+                break;
+            };
+            done.push(res.unwrap());
+            if done.len() == STOP_AFTER {
+                sigterm(r1.pid());
+            }
+        }
+        done
+    })
+    .await
+    .expect("every PUT ended within the bound");
+    let (status, out, err) = r1.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    assert!(out.contains("lnet-router: drained"), "{out}");
+    let failed: Vec<_> = results
+        .iter()
+        .filter(|got| !got.iter().all(|e| e.status.is_ok()))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "no PUT fails when a router drains: {failed:?}"
+    );
+    let views = a.routes().await.unwrap();
+    let via_r1 = views
+        .iter()
+        .find(|r| r.spec.gateway == nid("127.0.29.1@tcp"))
+        .unwrap();
+    assert!(via_r1.down.is_some(), "{views:?}");
+    println!(
+        "drain: {TOTAL} PUTs, all ACKed; R1 said: {}",
+        out.lines().find(|l| l.contains("drained")).unwrap_or("")
+    );
 }

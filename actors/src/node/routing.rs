@@ -55,6 +55,7 @@ pub(super) struct Routes {
     check: RouterCheck,
     net_check: NetCheckMode,
     probe_rr: usize,
+    draining: bool,
 }
 
 impl Routes {
@@ -67,6 +68,7 @@ impl Routes {
             check,
             net_check,
             probe_rr: 0,
+            draining: false,
         }
     }
 
@@ -105,9 +107,16 @@ impl Routes {
             .or_insert_with(|| NetLiveness::new(now));
     }
 
+    /// Whether the node is draining: every NI advertised DOWN, routing disabled in its
+    /// ping info.
+    pub(super) fn draining(&self) -> bool {
+        self.draining
+    }
+
     /// Whether NI `nid` is advertised DOWN for its link or (while routing) its net.
     pub(super) fn advertised_down(&self, nid: &Nid, routing: bool) -> bool {
-        self.link_down.contains(nid)
+        self.draining
+            || self.link_down.contains(nid)
             || (routing && self.nets.get(&nid.net).is_some_and(NetLiveness::is_down))
     }
 
@@ -598,6 +607,14 @@ struct ListRoutes;
 struct RoutingState;
 
 #[derive(Message)]
+#[rtype(result = "usize")]
+struct StartDrain;
+
+#[derive(Message)]
+#[rtype(result = "usize")]
+struct ForwardsInFlight;
+
+#[derive(Message)]
 #[rtype(result = "Result<(), NodeError>")]
 struct SetLink {
     nid: Nid,
@@ -715,7 +732,72 @@ impl Handler<SetLink> for LnetActor {
     }
 }
 
+impl Handler<StartDrain> for LnetActor {
+    type Result = usize;
+
+    fn handle(&mut self, _: StartDrain, ctx: &mut Context<Self>) -> usize {
+        if !self.routes.draining {
+            self.routes.draining = true;
+            for net in self.routes.nets.keys() {
+                self.events.publish(Event::NetStatus {
+                    at: self.clock.now(),
+                    net: *net,
+                    up: false,
+                    reason: NetStatusReason::Draining,
+                });
+            }
+            self.push_all(ctx);
+        }
+        self.forwards_in_flight()
+    }
+}
+
+impl Handler<ForwardsInFlight> for LnetActor {
+    type Result = usize;
+
+    fn handle(&mut self, _: ForwardsInFlight, _ctx: &mut Context<Self>) -> usize {
+        self.forwards_in_flight()
+    }
+}
+
+impl LnetActor {
+    fn forwards_in_flight(&self) -> usize {
+        self.msgs.values().filter(|m| m.forward.is_some()).count()
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Forwarded messages under way when the drain began.
+    pub in_flight_at_start: usize,
+    /// Forwarded messages still under way when it ended (0 unless the bound was hit).
+    pub left: usize,
+}
+
 impl Node {
+    /// Drains the node before it stops: every NI is advertised DOWN and routing disabled
+    /// in its ping info, which is pushed to its peers at once so that they route around
+    /// it; it keeps forwarding for `grace` while they move, then waits (at most `bound`)
+    /// for the messages it is forwarding to finish.
+    pub async fn drain(&self, grace: Duration, bound: Duration) -> Result<Drained, NodeError> {
+        let in_flight_at_start = self.addr.send(StartDrain).await?;
+        tokio::time::sleep(grace).await;
+        let step = Duration::from_millis(20);
+        let mut waited = Duration::ZERO;
+        loop {
+            let left = self.addr.send(ForwardsInFlight).await?;
+            if left == 0 || waited >= bound {
+                return Ok(Drained {
+                    in_flight_at_start,
+                    left,
+                });
+            }
+            tokio::time::sleep(step).await;
+            waited += step;
+        }
+    }
+
     /// Adds a route (`lnetctl route add --net --gateway [--hop] [--priority]`): checked
     /// against this node's nets and routes; its gateway is checked at once.
     pub async fn add_route(&self, spec: RouteSpec) -> Result<(), NodeError> {
