@@ -14,7 +14,7 @@ use lnd::{SendError, TxCompletion, TxRequest};
 use lnet::health::check::{local_ni_state_change, NiEffect, NiState};
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::time::Millis;
-use lnet::Nid;
+use lnet::{MsgType, Nid};
 use tokio::sync::{mpsc, watch};
 
 use crate::clock::Clock;
@@ -36,6 +36,41 @@ pub struct NiStats {
     pub drop_count: u64,
     /// Failures by health status (the health statistics of `lnetctl net show -v 3`).
     pub health_stats: BTreeMap<HealthStatus, u64>,
+    /// Messages handed to the LND, by type (`sent_stats`).
+    pub sent: TypeCounts,
+    /// Messages received, by type (`received_stats`).
+    pub received: TypeCounts,
+    /// Sends that completed with a failure, by type (`dropped_stats`).
+    pub dropped: TypeCounts,
+}
+
+/// Counts of messages by LNet message type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TypeCounts {
+    /// PUTs.
+    pub put: u64,
+    /// GETs.
+    pub get: u64,
+    /// REPLYs.
+    pub reply: u64,
+    /// ACKs.
+    pub ack: u64,
+    /// HELLOs.
+    pub hello: u64,
+}
+
+impl TypeCounts {
+    /// Counts one message of type `t`.
+    pub fn bump(&mut self, t: MsgType) {
+        let n = match t {
+            MsgType::Put => &mut self.put,
+            MsgType::Get => &mut self.get,
+            MsgType::Reply => &mut self.reply,
+            MsgType::Ack => &mut self.ack,
+            MsgType::Hello => &mut self.hello,
+        };
+        *n = n.saturating_add(1);
+    }
 }
 
 /// What a local NI looks like now.
@@ -90,6 +125,8 @@ pub(crate) struct Apply {
     pub(crate) send_done: bool,
     /// Whether this is a received message (counts as received; a peer NI is heard from).
     pub(crate) received: bool,
+    /// The type of the message sent or received, when there is one.
+    pub(crate) msg_type: Option<MsgType>,
 }
 
 /// Set the health value (`lnetctl net set --health`, `peer set --health`).
@@ -128,9 +165,15 @@ impl HealthCore {
             self.stats.drop_count = self.stats.drop_count.saturating_add(1);
             let n = self.stats.health_stats.entry(a.cause).or_default();
             *n = n.saturating_add(1);
+            if let (true, Some(t)) = (a.send_done, a.msg_type) {
+                self.stats.dropped.bump(t);
+            }
         }
         if a.received {
             self.stats.recv_count = self.stats.recv_count.saturating_add(1);
+            if let Some(t) = a.msg_type {
+                self.stats.received.bump(t);
+            }
         }
         let before = self.health;
         let after = a.effect.change.apply(before, a.sensitivity);
@@ -280,6 +323,7 @@ impl LocalNiActor {
 
     fn start_send(&mut self, tx: TxRequest) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
+        self.core.stats.sent.bump(tx.header.msg_type());
         let driver = Arc::clone(&self.driver);
         let completions = self.completions.clone();
         let ni = self.core.nid;
@@ -466,6 +510,7 @@ impl Handler<PeerTransmit> for PeerNiActor {
 
     fn handle(&mut self, m: PeerTransmit, _ctx: &mut Context<Self>) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
+        self.core.stats.sent.bump(m.tx.header.msg_type());
         self.credits = self.credits.saturating_sub(1);
         self.min_credits = self.min_credits.min(self.credits);
         if self.credits >= 0 {

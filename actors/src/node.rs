@@ -640,6 +640,13 @@ struct OutMsg {
     forward: Option<Ticket>,
 }
 
+/// What a health effect finishes: a send of a message of this type, or its receipt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    SendDone(lnet::MsgType),
+    Received(lnet::MsgType),
+}
+
 /// Where one attempt of a message goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Path {
@@ -1129,16 +1136,20 @@ impl LnetActor {
         peer: Nid,
         outcome: &lnet::health::HealthOutcome,
         status: HealthStatus,
-        send_done: bool,
-        received: bool,
+        step: Step,
     ) -> Vec<oneshot::Receiver<()>> {
         let sensitivity = self.config.tunables.health_sensitivity();
+        let (send_done, received, msg_type) = match step {
+            Step::SendDone(t) => (true, false, t),
+            Step::Received(t) => (false, true, t),
+        };
         let effect = |effect| Apply {
             effect,
             cause: status,
             sensitivity,
             send_done,
             received,
+            msg_type: Some(msg_type),
         };
         let mut applied = Vec::new();
         if let Some(e) = self.nis.get(&ni) {
@@ -1168,7 +1179,8 @@ impl LnetActor {
                 _ => {}
             }
         }
-        let waits = self.apply(done.ni, done.peer, &outcome, done.status, true, false);
+        let step = Step::SendDone(msg.header.msg_type());
+        let waits = self.apply(done.ni, done.peer, &outcome, done.status, step);
         let txn = msg.txn;
         if msg.abandoned {
             self.retire(id);
@@ -1286,7 +1298,13 @@ impl LnetActor {
         };
         let hctx = self.health_ctx(&probe, from, Committed::Rx);
         let outcome = health_check(HealthStatus::Ok, &hctx, &self.config.tunables);
-        let _ = self.apply(rx.ni, from, &outcome, HealthStatus::Ok, false, true);
+        let _ = self.apply(
+            rx.ni,
+            from,
+            &outcome,
+            HealthStatus::Ok,
+            Step::Received(h.msg_type()),
+        );
         if !self.is_local(&h.dest_nid) {
             match ticket {
                 Some(t) if self.config.tunables.routing() => self.forward(rx, t),
@@ -1653,6 +1671,7 @@ impl LnetActor {
                     sensitivity: self.config.tunables.health_sensitivity(),
                     send_done: false,
                     received: false,
+                    msg_type: None,
                 },
             );
         }

@@ -5,7 +5,7 @@
 //! comes first, as lnetctl shows it: up, health value 0, zero tunables, no LND tunables.
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! the per-type `sent_stats`/`received_stats`/`dropped_stats` and the latency keys (0),
+//! the latency keys (0),
 //! `fatal_error`, `ping_count` and `next_ping` (0), `interfaces` (none), `udsp info` (-1,
 //! no rule), `peer_timeout` (180), `peer_buffer_credits` (0), the socklnd `lnd tunables`
 //! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
@@ -31,7 +31,7 @@ use lnet::show::{
 };
 use lnet::{Net, Nid};
 
-use crate::ni::{LocalNiView, NiStats, PeerNiView};
+use crate::ni::{LocalNiView, NiStats, PeerNiView, TypeCounts};
 use crate::node::{Node, NodeError};
 
 /// `peer_timeout` of a local NI as lnetctl shows it by default, seconds.
@@ -63,6 +63,16 @@ fn health_value(h: lnet::health::HealthValue) -> i32 {
 fn cpts(n: usize) -> Cpts {
     let n = u32::try_from(n.max(1)).unwrap_or(u32::MAX);
     Cpts((0..n).collect())
+}
+
+fn msg_stats(c: &TypeCounts) -> MsgStats {
+    MsgStats {
+        put: u32_of(c.put),
+        get: u32_of(c.get),
+        reply: u32_of(c.reply),
+        ack: u32_of(c.ack),
+        hello: u32_of(c.hello),
+    }
 }
 
 /// `0@lo` as lnetctl shows it on a quiet node.
@@ -99,9 +109,9 @@ fn local_ni(v: &LocalNiView, peer_credits: u32, n_cpts: usize) -> ShowNi {
         interfaces: Vec::new(),
         statistics: statistics(s),
         udsp: Some(UdspInfo::default()),
-        sent_stats: MsgStats::default(),
-        received_stats: MsgStats::default(),
-        dropped_stats: MsgStats::default(),
+        sent_stats: msg_stats(&s.sent),
+        received_stats: msg_stats(&s.received),
+        dropped_stats: msg_stats(&s.dropped),
         health_stats: NiHealthStats {
             fatal_error: 0,
             health_value: health_value(v.health),
@@ -151,9 +161,9 @@ fn peer_ni(v: &PeerNiView) -> ShowPeerNi {
             refcount: 1,
         },
         statistics: statistics(s),
-        sent_stats: MsgStats::default(),
-        received_stats: MsgStats::default(),
-        dropped_stats: MsgStats::default(),
+        sent_stats: msg_stats(&s.sent),
+        received_stats: msg_stats(&s.received),
+        dropped_stats: msg_stats(&s.dropped),
         health_stats: PeerNiHealthStats {
             health_value: health_value(v.health),
             dropped: count(s, HealthStatus::RemoteDropped),

@@ -74,6 +74,14 @@ async fn show_documents_carry_the_live_counters_and_health() {
         assert_eq!(ni.statistics.send_count, 4, "{text}");
         assert_eq!(ni.statistics.recv_count, 3, "{text}");
         assert_eq!(ni.statistics.drop_count, 1, "{text}");
+        // By message type: four PUTs sent (one failed), three ACKs received.
+        assert_eq!((ni.sent_stats.put, ni.sent_stats.ack), (4, 0), "{text}");
+        assert_eq!(
+            (ni.received_stats.ack, ni.received_stats.put),
+            (3, 0),
+            "{text}"
+        );
+        assert_eq!(ni.dropped_stats.put, 1, "{text}");
         assert_eq!(ni.health_stats.health_value, 900, "{text}");
         assert_eq!(ni.health_stats.timeouts, 1, "{text}");
         assert_eq!(ni.health_stats.error, 0);
@@ -106,6 +114,11 @@ async fn show_documents_carry_the_live_counters_and_health() {
                 bni.statistics.drop_count
             ),
             (3, 3, 0),
+            "{text}"
+        );
+        assert_eq!(
+            (bni.received_stats.put, bni.sent_stats.ack),
+            (3, 3),
             "{text}"
         );
         assert_eq!(bni.health_stats.health_value, 1000);
