@@ -478,3 +478,25 @@ async fn bad_routes_are_refused_with_the_reason() {
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn a_router_advertises_forwarding_and_up_nis_from_its_first_ping() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r = start(&fabric, config(true, None), &[R1A, R1B]).await;
+        let a = start(&fabric, config(false, None), &[A]).await;
+        let reply = a.ping(nid(R1A), Duration::from_secs(5)).await.unwrap();
+        assert!(
+            !reply.info.features.contains(lnet::Features::RTE_DISABLED),
+            "{:?}",
+            reply.info.features
+        );
+        assert_eq!(reply.nids(), vec![(nid(R1A), true), (nid(R1B), true)]);
+        // A node that does not route says so.
+        let reply = r.ping(nid(A), Duration::from_secs(5)).await.unwrap();
+        assert!(reply.info.features.contains(lnet::Features::RTE_DISABLED));
+    })
+    .await
+    .unwrap();
+}
