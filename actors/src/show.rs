@@ -9,8 +9,8 @@
 //! `fatal_error`, `ping_count` and `next_ping` (0), `interfaces` (none), `udsp info` (-1,
 //! no rule), `peer_timeout` (180), `peer_buffer_credits` (0), the socklnd `lnd tunables`
 //! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
-//! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI (its tx
-//! credits), and in `stats show` `msgs_alloc`, `msgs_max`, `rst_alloc`, `errors`,
+//! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI that never sent
+//! through this node (its tx credits), and in `stats show` `msgs_alloc`, `msgs_max`, `rst_alloc`, `errors`,
 //! `send_length` and `recv_length` (0).
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
@@ -145,8 +145,12 @@ fn credits(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-fn peer_ni(v: &PeerNiView) -> ShowPeerNi {
+fn peer_ni(v: &PeerNiView, rtr: Option<&lnet::rtrbuf::PeerRtrCredits>) -> ShowPeerNi {
     let s = &v.stats;
+    let (rtr_now, rtr_min) = match rtr {
+        Some(r) => (credits(r.credits), credits(r.mincredits)),
+        None => (v.max_tx_credits, v.max_tx_credits),
+    };
     ShowPeerNi {
         nid: v.nid,
         udsp: Some(UdspInfo::default()),
@@ -156,8 +160,8 @@ fn peer_ni(v: &PeerNiView) -> ShowPeerNi {
             available_tx_credits: credits(v.tx_credits),
             min_tx_credits: credits(v.min_tx_credits),
             tx_q_num_of_buf: 0,
-            available_rtr_credits: v.max_tx_credits,
-            min_rtr_credits: v.max_tx_credits,
+            available_rtr_credits: rtr_now,
+            min_rtr_credits: rtr_min,
             refcount: 1,
         },
         statistics: statistics(s),
@@ -219,6 +223,8 @@ impl Node {
     /// credits.
     pub async fn peer_show(&self) -> Result<PeerShow, NodeError> {
         let peers = self.peers().await?;
+        let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> =
+            self.routing_show().await?.buffers.peers.into_iter().collect();
         Ok(PeerShow {
             peers: peers
                 .iter()
@@ -226,7 +232,11 @@ impl Node {
                     primary_nid: p.primary,
                     multi_rail: p.multi_rail,
                     peer_state: 0,
-                    nis: p.nis.iter().map(peer_ni).collect(),
+                    nis: p
+                        .nis
+                        .iter()
+                        .map(|v| peer_ni(v, rtr.get(&v.nid)))
+                        .collect(),
                 })
                 .collect(),
         })

@@ -1,0 +1,374 @@
+//! The one place that speaks to sled: the trees of the schema, reads that turn engine
+//! errors and undecodable bytes into [`StoreError`]s, and [`WriteSet`]s that are committed
+//! as one multi-tree transaction and flushed before the call returns.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sled::transaction::{ConflictableTransactionResult, TransactionError, TransactionalTree};
+use sled::Transactional;
+
+use crate::error::{DecodeError, StoreError};
+use crate::keys;
+
+/// The trees of the schema. The names are part of the on-disk format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TreeId {
+    /// Magic, schema version, counters.
+    Meta,
+    /// Configured nets and their local NIs, by net.
+    Nets,
+    /// Configured peers, by primary NID.
+    Peers,
+    /// Routes, by net then gateway.
+    Routes,
+    /// Global tunables, by `lnetctl set` name.
+    Tunables,
+    /// UDSP rules, by position.
+    Udsp,
+    /// Fault rules, by NI NID then id.
+    Faults,
+    /// API tokens, by name.
+    Tokens,
+    /// The event log, by id.
+    Events,
+}
+
+impl TreeId {
+    /// Every tree, in the order of [`Trees`]' fields.
+    pub(crate) const ALL: [TreeId; 9] = [
+        TreeId::Meta,
+        TreeId::Nets,
+        TreeId::Peers,
+        TreeId::Routes,
+        TreeId::Tunables,
+        TreeId::Udsp,
+        TreeId::Faults,
+        TreeId::Tokens,
+        TreeId::Events,
+    ];
+
+    /// The tree's name on disk.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            TreeId::Meta => "meta",
+            TreeId::Nets => "nets",
+            TreeId::Peers => "peers",
+            TreeId::Routes => "routes",
+            TreeId::Tunables => "tunables",
+            TreeId::Udsp => "udsp",
+            TreeId::Faults => "faults",
+            TreeId::Tokens => "tokens",
+            TreeId::Events => "events",
+        }
+    }
+
+    /// A key of this tree, printed for an error: text for trees keyed by names, hex for
+    /// binary keys.
+    pub(crate) fn print_key(self, key: &[u8]) -> String {
+        match self {
+            TreeId::Meta | TreeId::Tunables | TreeId::Tokens => {
+                String::from_utf8_lossy(key).into_owned()
+            }
+            _ => keys::hex(key),
+        }
+    }
+}
+
+/// The open database and its trees.
+#[derive(Debug)]
+pub(crate) struct Trees {
+    pub(crate) db: sled::Db,
+    meta: sled::Tree,
+    nets: sled::Tree,
+    peers: sled::Tree,
+    routes: sled::Tree,
+    tunables: sled::Tree,
+    udsp: sled::Tree,
+    faults: sled::Tree,
+    tokens: sled::Tree,
+    events: sled::Tree,
+}
+
+/// A key and its raw value, as read from a tree.
+pub(crate) type Entry = (Vec<u8>, Vec<u8>);
+
+/// The transactional views of all the trees, in [`TreeId::ALL`] order.
+type Views = (
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+    TransactionalTree,
+);
+
+/// One change to one key: a value to write, or `None` to remove it.
+pub(crate) type Write = (TreeId, Vec<u8>, Option<Vec<u8>>);
+
+/// Writes that must land together or not at all.
+#[derive(Debug, Default)]
+pub(crate) struct WriteSet {
+    writes: Vec<Write>,
+}
+
+impl WriteSet {
+    /// An empty set.
+    pub(crate) fn new() -> WriteSet {
+        WriteSet::default()
+    }
+
+    /// Writes raw bytes.
+    pub(crate) fn put_raw(&mut self, tree: TreeId, key: &[u8], value: Vec<u8>) {
+        self.writes.push((tree, key.to_vec(), Some(value)));
+    }
+
+    /// Writes a record in the schema's JSON form.
+    pub(crate) fn put<T: Serialize>(
+        &mut self,
+        tree: TreeId,
+        key: &[u8],
+        value: &T,
+    ) -> Result<(), StoreError> {
+        let bytes = encode(tree, key, value)?;
+        self.put_raw(tree, key, bytes);
+        Ok(())
+    }
+
+    /// Removes a key.
+    pub(crate) fn remove(&mut self, tree: TreeId, key: &[u8]) {
+        self.writes.push((tree, key.to_vec(), None));
+    }
+
+    /// Whether nothing is to be written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+}
+
+/// A record in the schema's JSON form.
+pub(crate) fn encode<T: Serialize>(
+    tree: TreeId,
+    key: &[u8],
+    value: &T,
+) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(value).map_err(|e| StoreError::Unrepresentable {
+        what: format!(
+            "the value for key {} of tree {}",
+            tree.print_key(key),
+            tree.name()
+        ),
+        reason: e.to_string(),
+    })
+}
+
+/// A record read back from its JSON form; a typed error naming the tree and key if the
+/// bytes are not one.
+pub(crate) fn decode<T: DeserializeOwned>(
+    tree: TreeId,
+    key: &[u8],
+    bytes: &[u8],
+) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes).map_err(|e| StoreError::CorruptValue {
+        tree: tree.name(),
+        key: tree.print_key(key),
+        source: DecodeError::Record {
+            message: e.to_string(),
+        },
+    })
+}
+
+/// A fixed-layout value read back with `f`; a typed error naming the tree and key if the
+/// bytes are not one.
+pub(crate) fn decode_value_with<T>(
+    tree: TreeId,
+    key: &[u8],
+    bytes: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, DecodeError>,
+) -> Result<T, StoreError> {
+    f(bytes).map_err(|source| StoreError::CorruptValue {
+        tree: tree.name(),
+        key: tree.print_key(key),
+        source,
+    })
+}
+
+/// A key read back with `f`; a typed error naming the tree and key if it is not one.
+pub(crate) fn decode_key<T>(
+    tree: TreeId,
+    key: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, DecodeError>,
+) -> Result<T, StoreError> {
+    f(key).map_err(|source| StoreError::CorruptKey {
+        tree: tree.name(),
+        key: keys::hex(key),
+        source,
+    })
+}
+
+fn pick(view: &Views, id: TreeId) -> &TransactionalTree {
+    match id {
+        TreeId::Meta => &view.0,
+        TreeId::Nets => &view.1,
+        TreeId::Peers => &view.2,
+        TreeId::Routes => &view.3,
+        TreeId::Tunables => &view.4,
+        TreeId::Udsp => &view.5,
+        TreeId::Faults => &view.6,
+        TreeId::Tokens => &view.7,
+        TreeId::Events => &view.8,
+    }
+}
+
+/// The entries of a scan, copied out of the engine.
+fn collect(
+    iter: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+) -> Result<Vec<Entry>, StoreError> {
+    iter.map(|r| {
+        r.map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .map_err(|e| StoreError::engine("scanning", e))
+    })
+    .collect()
+}
+
+impl Trees {
+    /// Opens (or creates) every tree of the schema in `db`.
+    pub(crate) fn open(db: sled::Db) -> Result<Trees, StoreError> {
+        let t = |id: TreeId| {
+            db.open_tree(id.name())
+                .map_err(|e| StoreError::engine("opening a tree", e))
+        };
+        Ok(Trees {
+            meta: t(TreeId::Meta)?,
+            nets: t(TreeId::Nets)?,
+            peers: t(TreeId::Peers)?,
+            routes: t(TreeId::Routes)?,
+            tunables: t(TreeId::Tunables)?,
+            udsp: t(TreeId::Udsp)?,
+            faults: t(TreeId::Faults)?,
+            tokens: t(TreeId::Tokens)?,
+            events: t(TreeId::Events)?,
+            db,
+        })
+    }
+
+    /// The tree `id`.
+    pub(crate) fn tree(&self, id: TreeId) -> &sled::Tree {
+        match id {
+            TreeId::Meta => &self.meta,
+            TreeId::Nets => &self.nets,
+            TreeId::Peers => &self.peers,
+            TreeId::Routes => &self.routes,
+            TreeId::Tunables => &self.tunables,
+            TreeId::Udsp => &self.udsp,
+            TreeId::Faults => &self.faults,
+            TreeId::Tokens => &self.tokens,
+            TreeId::Events => &self.events,
+        }
+    }
+
+    /// The raw value at `key`.
+    pub(crate) fn get_raw(&self, id: TreeId, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.tree(id)
+            .get(key)
+            .map(|v| v.map(|v| v.to_vec()))
+            .map_err(|e| StoreError::engine("reading", e))
+    }
+
+    /// The record at `key`, decoded.
+    pub(crate) fn get<T: DeserializeOwned>(
+        &self,
+        id: TreeId,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        self.get_raw(id, key)?
+            .map(|bytes| decode(id, key, &bytes))
+            .transpose()
+    }
+
+    /// Every key and raw value of a tree, in key order.
+    pub(crate) fn scan_raw(&self, id: TreeId) -> Result<Vec<Entry>, StoreError> {
+        collect(self.tree(id).iter())
+    }
+
+    /// Keys and raw values of a tree from `start` on, at most `limit` of them.
+    pub(crate) fn scan_from(
+        &self,
+        id: TreeId,
+        start: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        collect(self.tree(id).range(start.to_vec()..).take(limit))
+    }
+
+    /// Every key and raw value of a tree whose key starts with `prefix`.
+    pub(crate) fn scan_prefix(&self, id: TreeId, prefix: &[u8]) -> Result<Vec<Entry>, StoreError> {
+        collect(self.tree(id).scan_prefix(prefix))
+    }
+
+    /// Every key and decoded record of a tree, in key order.
+    pub(crate) fn scan<K, T: DeserializeOwned>(
+        &self,
+        id: TreeId,
+        key: impl Fn(&[u8]) -> Result<K, DecodeError>,
+    ) -> Result<Vec<(K, T)>, StoreError> {
+        self.scan_raw(id)?
+            .into_iter()
+            .map(|(k, v)| Ok((decode_key(id, &k, &key)?, decode(id, &k, &v)?)))
+            .collect()
+    }
+
+    /// Applies every write of `set` in one transaction over all trees, then flushes: when
+    /// this returns `Ok`, all of the writes are durable; after a crash at any point, either
+    /// all of them or none are found.
+    pub(crate) fn commit(&self, set: WriteSet) -> Result<(), StoreError> {
+        if set.is_empty() {
+            return Ok(());
+        }
+        let trees = (
+            &self.meta,
+            &self.nets,
+            &self.peers,
+            &self.routes,
+            &self.tunables,
+            &self.udsp,
+            &self.faults,
+            &self.tokens,
+            &self.events,
+        );
+        let result: Result<(), TransactionError<std::convert::Infallible>> = trees.transaction(
+            |view| -> ConflictableTransactionResult<(), std::convert::Infallible> {
+                for (id, key, value) in &set.writes {
+                    let tree = pick(view, *id);
+                    match value {
+                        Some(v) => {
+                            tree.insert(key.as_slice(), v.as_slice())?;
+                        }
+                        None => {
+                            tree.remove(key.as_slice())?;
+                        }
+                    }
+                }
+                Ok(())
+            },
+        );
+        match result {
+            Ok(()) => {}
+            Err(TransactionError::Storage(e)) => {
+                return Err(StoreError::engine("committing a transaction", e))
+            }
+            Err(TransactionError::Abort(never)) => match never {},
+        }
+        self.flush()
+    }
+
+    /// Makes everything written so far durable.
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| StoreError::engine("flushing to disk", e))
+    }
+}

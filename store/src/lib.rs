@@ -1,0 +1,49 @@
+//! The persistent state of a router node: configured nets and local NIs, peers and their
+//! NIDs, routes, global tunables, UDSP rules, fault injection rules, API tokens and a
+//! bounded log of health events.
+//!
+//! The rest of the code sees [`Store`] and the types it takes and returns, never the
+//! engine (sled) underneath, so the engine can change inside this crate alone.
+//!
+//! - Durability: every mutation returns after the engine flushed it to disk.
+//! - Atomicity: a mutation that touches several keys (an import, a UDSP insert that moves
+//!   the rules after it, an event append that drops the oldest one) is one transaction;
+//!   a crash never leaves part of one.
+//! - Versioning: the schema has a version, checked on open, with migrations step by step
+//!   ([`schema`]).
+//! - Bad bytes on disk are reported as [`StoreError::CorruptKey`] or
+//!   [`StoreError::CorruptValue`], naming the tree and the key; nothing panics.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), store::StoreError> {
+//! let store = store::Store::open("/var/lib/lnet-router/store")?;
+//! let config = lnet::config::parse("net:\n    - net type: tcp\n").unwrap_or_default();
+//! store.import(&config)?;
+//! print!("{}", store.export()?.to_yaml());
+//! # Ok(())
+//! # }
+//! ```
+
+mod config;
+mod engine;
+mod error;
+mod events;
+mod fault;
+mod keys;
+mod records;
+pub mod schema;
+mod store;
+mod token;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::LocalNiId;
+pub use error::{DecodeError, EngineError, StoreError};
+pub use events::{Event, EventRecord, RecoveryQueue};
+pub use fault::{
+    FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultTrigger, NidMatch, StoredFaultRule,
+};
+pub use keys::MAX_TOKEN_NAME;
+pub use store::{Store, StoreOptions, DEFAULT_EVENT_CAPACITY};
+pub use token::{Role, TokenInfo, MIN_SECRET_BYTES};

@@ -1,0 +1,257 @@
+//! The schema-1 fixture: `tests/fixtures/v1/store/` holds the engine's files of a store
+//! written by the first release (schema version 1) with the contents below. Every future
+//! version of the store must keep opening it (migrating it forward) and read back exactly
+//! these contents: that is what keeps a router's state across an upgrade.
+//!
+//! The fixture was written once by `write_schema_v1_fixture` (ignored; run it with
+//! `cargo test -p store --test schema_v1 -- --ignored` after deleting the folder). Never
+//! regenerate it with a later schema: it stands for stores already on disk.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::path::Path;
+
+use lnet::health::HealthStatus;
+use lnet::Nid;
+use store::{
+    Event, EventRecord, FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultTrigger,
+    NidMatch, RecoveryQueue, Role, Store, StoredFaultRule, TokenInfo,
+};
+
+/// The configuration of the fixture, in the form `export` prints it.
+const CONFIG: &str = "\
+net:
+-     net type: tcp
+      local NI(s):
+      -     nid: 192.168.1.10@tcp
+            interfaces:
+                  0: eth0
+            tunables:
+                  peer_timeout: 180
+                  peer_credits: 8
+                  peer_buffer_credits: 0
+                  credits: 256
+            lnd tunables:
+                  conns_per_peer: 2
+                  tos: -1
+            CPT: \"[0,1]\"
+-     net type: o2ib1
+      local NI(s):
+      -     interfaces:
+                  0: ib0
+            lnd tunables:
+                  peercredits_hiw: 4
+                  concurrent_sends: 8
+                  map_on_demand: true
+                  ntx: 512
+                  conns_per_peer: 1
+route:
+-     net: tcp5
+      gateway: 192.168.1.20@tcp
+      hop: 2
+      priority: 1
+-     net: o2ib7
+      gateway: 10.0.0.8@o2ib1
+      hop: -1
+      priority: 0
+peer:
+-     primary nid: 192.168.1.30@tcp
+      Multi-Rail: true
+      peer ni:
+      -     nid: 192.168.1.30@tcp
+      -     nid: 10.0.0.30@o2ib1
+-     primary nid: 10.0.0.8@o2ib1
+      Multi-Rail: false
+      peer ni:
+      -     nid: 10.0.0.8@o2ib1
+routing:
+    enable: 1
+buffers:
+    tiny: 2048
+    large: 1024
+global:
+    discovery: 1
+    retry_count: 2
+    transaction_timeout: 150
+    health_sensitivity: 100
+udsp:
+    - idx: 0
+      src: o2ib1
+      action:
+          priority: 1
+    - idx: 1
+      dst: \"[1-3]@o2ib1\"
+      rte: 192.168.1.[20-21]@tcp
+";
+
+const ADMIN_SECRET: &str = "fixture-admin-secret-0001";
+const READER_SECRET: &str = "fixture-reader-secret-001";
+
+fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+fn fault_rules() -> Vec<FaultRule> {
+    vec![
+        FaultRule {
+            ni: nid("192.168.1.10@tcp"),
+            kind: FaultKind::Drop,
+            source: NidMatch::Any,
+            destination: NidMatch::Net("o2ib7".parse().unwrap()),
+            trigger: FaultTrigger::Rate(10),
+            portals: vec![4, 6],
+            message_types: vec![FaultMsgType::Put],
+            health_error: Some(FaultHealthError::NetworkTimeout),
+        },
+        FaultRule {
+            ni: nid("192.168.1.10@tcp"),
+            kind: FaultKind::Delay { latency_s: 3 },
+            source: NidMatch::Nid(nid("192.168.1.30@tcp")),
+            destination: NidMatch::Any,
+            trigger: FaultTrigger::Interval(5),
+            portals: vec![],
+            message_types: vec![],
+            health_error: None,
+        },
+    ]
+}
+
+fn events() -> Vec<(u64, Event)> {
+    vec![
+        (
+            1_000,
+            Event::PeerNiHealth {
+                nid: nid("10.0.0.8@o2ib1"),
+                before: 1000,
+                after: 900,
+                cause: Some(HealthStatus::RemoteTimeout),
+            },
+        ),
+        (
+            2_500,
+            Event::RecoveryQueued {
+                queue: RecoveryQueue::PeerNi,
+                nid: nid("10.0.0.8@o2ib1"),
+            },
+        ),
+        (
+            9_000,
+            Event::RouteState {
+                net: "o2ib7".parse().unwrap(),
+                gateway: nid("10.0.0.8@o2ib1"),
+                up: false,
+                reason: Some("gateway reports o2ib7 down".to_owned()),
+            },
+        ),
+    ]
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn fixture_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/store")
+}
+
+#[test]
+#[ignore = "writes the committed fixture; run once, by hand, with schema version 1"]
+fn write_schema_v1_fixture() {
+    let dir = fixture_dir();
+    assert!(
+        !dir.exists(),
+        "{} exists: the fixture is written once",
+        dir.display()
+    );
+    let store = Store::open(&dir).unwrap();
+    store.import(&lnet::config::parse(CONFIG).unwrap()).unwrap();
+    store
+        .create_token("ops-admin", Role::Admin, ADMIN_SECRET)
+        .unwrap();
+    store
+        .create_token("dashboard", Role::Reader, READER_SECRET)
+        .unwrap();
+    for rule in fault_rules() {
+        store.add_fault_rule(&rule).unwrap();
+    }
+    store.append_events(&events()).unwrap();
+}
+
+#[test]
+fn schema_v1_fixture_opens_and_reads_back_exactly_its_contents() {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("store");
+    copy_dir(&fixture_dir(), &copy);
+    let store = Store::open(&copy).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 1);
+
+    assert_eq!(store.export().unwrap().to_yaml(), CONFIG);
+
+    assert_eq!(
+        store.tokens().unwrap(),
+        vec![
+            TokenInfo {
+                name: "dashboard".to_owned(),
+                role: Role::Reader
+            },
+            TokenInfo {
+                name: "ops-admin".to_owned(),
+                role: Role::Admin
+            },
+        ]
+    );
+    assert_eq!(
+        store.verify_token(ADMIN_SECRET).unwrap().map(|t| t.name),
+        Some("ops-admin".to_owned())
+    );
+    assert_eq!(
+        store.verify_token(READER_SECRET).unwrap().map(|t| t.role),
+        Some(Role::Reader)
+    );
+
+    let expected_rules: Vec<StoredFaultRule> = fault_rules()
+        .into_iter()
+        .enumerate()
+        .map(|(i, rule)| StoredFaultRule {
+            id: u32::try_from(i).unwrap(),
+            rule,
+        })
+        .collect();
+    assert_eq!(store.fault_rules().unwrap(), expected_rules);
+
+    let expected_events: Vec<EventRecord> = events()
+        .into_iter()
+        .zip(1..)
+        .map(|((at_ms, event), id)| EventRecord { id, at_ms, event })
+        .collect();
+    assert_eq!(store.events_after(0, 100).unwrap(), expected_events);
+    assert_eq!(store.last_event_id().unwrap(), Some(3));
+
+    // The store goes on from there: ids continue, the fixture's counters were kept.
+    assert_eq!(store.add_fault_rule(&fault_rules()[0]).unwrap(), 2);
+    assert_eq!(
+        store
+            .append_event(
+                10_000,
+                &Event::ConfigChanged {
+                    change: "x".to_owned()
+                }
+            )
+            .unwrap(),
+        4
+    );
+}
