@@ -7,6 +7,7 @@
 //! * [`locate`]: the line of a key path in the YAML text;
 //! * [`ni`]: a socklnd NI the daemon can stop after handing it to the node;
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
+//! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
 //! * [`demo`]: a routed topology (two end nodes, two routers) in one process.
 
@@ -16,3 +17,4 @@ pub mod locate;
 pub mod ni;
 pub mod plan;
 pub mod run;
+pub mod startup;

@@ -4,7 +4,8 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use router::plan::{load, HostInterfaces, PlanError};
+use router::plan::{HostInterfaces, PlanError};
+use router::startup::{import_tokens, startup, StartupError};
 use tracing_subscriber::EnvFilter;
 
 /// A userspace Lustre LNet router.
@@ -22,8 +23,18 @@ enum Command {
     /// Run the node described by an `lnetctl export` YAML file until SIGINT or SIGTERM.
     Run {
         /// The configuration file: `lnetctl export` YAML plus an `lnet-router:` section.
+        /// With --data-dir it is imported into the store when it changed since the last
+        /// import.
         #[arg(long, short = 'c', value_name = "FILE")]
-        config: String,
+        config: Option<String>,
+        /// Where the persistent state (the store) lives; without --config the node runs
+        /// from the state kept there.
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<std::path::PathBuf>,
+        /// API tokens to import into the store: lines `NAME ROLE SECRET` (ROLE: admin or
+        /// reader). Needs --data-dir.
+        #[arg(long, value_name = "FILE", requires = "data_dir")]
+        tokens_file: Option<std::path::PathBuf>,
     },
     /// Run a demo topology in this process: end node A on tcp, routers R1 and R2, end node
     /// B on tcp1, all on loopback addresses, with traffic from A to B.
@@ -44,15 +55,27 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli.command {
-        Command::Run { config } => run(&config),
+        Command::Run {
+            config,
+            data_dir,
+            tokens_file,
+        } => run(
+            config.as_deref(),
+            data_dir.as_deref(),
+            tokens_file.as_deref(),
+        ),
         Command::Demo { duration } => demo(duration.map(std::time::Duration::from_secs)),
     }
 }
 
-fn run(path: &str) -> ExitCode {
-    let plan = match load(path, &HostInterfaces) {
-        Ok(p) => p,
-        Err(PlanError::Refused { path, problems }) => {
+fn run(
+    config: Option<&str>,
+    data_dir: Option<&std::path::Path>,
+    tokens_file: Option<&std::path::Path>,
+) -> ExitCode {
+    let started = match startup(config, data_dir, &HostInterfaces) {
+        Ok(s) => s,
+        Err(StartupError::Plan(PlanError::Refused { path, problems })) => {
             eprintln!("lnet-router: {path}: configuration refused:");
             for p in problems {
                 eprintln!("  {p}");
@@ -64,6 +87,19 @@ fn run(path: &str) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if started.imported {
+        println!("lnet-router: configuration imported into the store");
+    }
+    if let (Some(store), Some(tokens)) = (&started.store, tokens_file) {
+        match import_tokens(store, tokens) {
+            Ok(n) => println!("lnet-router: {n} API token(s) imported"),
+            Err(e) => {
+                eprintln!("lnet-router: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let plan = started.plan;
     let system = actix::System::new();
     match system.block_on(router::run::run(plan)) {
         Ok(()) => ExitCode::SUCCESS,

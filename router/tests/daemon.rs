@@ -214,3 +214,63 @@ lnet-router:
     assert!(!status.success(), "{out}\n{err}");
     assert!(err.contains("127.0.5.8:21104"), "{err}");
 }
+
+#[actix::test]
+async fn a_config_imported_into_the_data_dir_runs_again_from_the_store_alone() {
+    const PORT: u16 = 21_105;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        &format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.5.9@tcp
+lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    );
+    let data = dir.path().join("data");
+    let listen = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 5, 9)), PORT);
+    let node = Node::start(NodeConfig::default());
+    let me: Nid = "127.0.5.10@tcp".parse().unwrap();
+    let mut c = SockLndConfig::new(me, 0x5EED_050A);
+    c.listen = Some(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(127, 0, 5, 10)),
+        PORT,
+    ));
+    c.peer_port = PORT;
+    node.add_ni::<SockLnd<NodeHandler>>(c, 8).await.unwrap();
+    let router: Nid = "127.0.5.9@tcp".parse().unwrap();
+    for (round, imported) in [(1, true), (2, false)] {
+        let mut daemon = Daemon::start_args(&[
+            "run".as_ref(),
+            "--config".as_ref(),
+            config.as_os_str(),
+            "--data-dir".as_ref(),
+            data.as_os_str(),
+        ]);
+        tokio::time::timeout(WAIT, wait_listening(&mut daemon, listen))
+            .await
+            .expect("bounded");
+        let reply = tokio::time::timeout(WAIT, node.ping(router, Duration::from_secs(10)))
+            .await
+            .expect("bounded")
+            .unwrap();
+        assert!(reply.nids().contains(&(router, true)));
+        sigterm(daemon.pid());
+        let (status, out, err) = daemon.wait_exit().await;
+        assert!(status.success(), "{status}\n{out}\n{err}");
+        assert_eq!(
+            out.contains("configuration imported into the store"),
+            imported,
+            "start {round}: the same file is imported once\n{out}"
+        );
+    }
+    assert!(data.join("store").is_dir());
+    // From the store alone (no file) the same NI is planned (the acceptor port, kept only
+    // in the file, is then the default 988).
+    let s = router::startup::startup(None, Some(&data), &router::plan::HostInterfaces).unwrap();
+    assert_eq!(s.plan.nis[0].nid, router);
+}

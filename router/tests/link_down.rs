@@ -86,7 +86,9 @@ fn inside() {
         ("bb", "10.99.0.2/32"),
     ] {
         let peer = format!("{dev}-p");
-        sh(&["ip", "link", "add", dev, "type", "veth", "peer", "name", &peer]);
+        sh(&[
+            "ip", "link", "add", dev, "type", "veth", "peer", "name", &peer,
+        ]);
         sh(&["ip", "addr", "add", addr, "dev", dev]);
         sh(&["ip", "link", "set", &peer, "up"]);
         sh(&["ip", "link", "set", dev, "up"]);

@@ -26,10 +26,13 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(config: &Path) -> Daemon {
+        Daemon::start_args(&["run".as_ref(), "--config".as_ref(), config.as_os_str()])
+    }
+
+    /// Starts `lnet-router` with these arguments.
+    pub fn start_args(args: &[&std::ffi::OsStr]) -> Daemon {
         let child = Command::new(BIN)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
+            .args(args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -1,0 +1,286 @@
+//! What the daemon runs at start-up: the configuration file, the store, or both.
+//!
+//! * File only: the file, checked ([`crate::plan`]).
+//! * Store only (`--data-dir` without `--config`): the configuration the store holds, as
+//!   the admin left it (imported files and every change made since through the API).
+//! * Both: the file is checked, then imported into the store, replacing its configured
+//!   state, when its content differs from the last file imported there (the SHA-256 of that
+//!   file is kept beside the store); otherwise the store's state is kept, so that a restart
+//!   with the same file does not undo changes made through the API. The node then runs
+//!   from the store. The file's `lnet-router:` section always applies (the store does not
+//!   keep it).
+//!
+//! A tokens file (`--tokens-file`, lines `NAME ROLE SECRET`, `#` comments) is imported
+//! into the store's API tokens: a token of the same name is replaced.
+
+use std::path::{Path, PathBuf};
+
+use lnet::config::{self, Config};
+use sha2::{Digest, Sha256};
+use store::{Role, Store, StoreError};
+
+use crate::plan::{plan, Interfaces, Plan, PlanError};
+
+/// The store's directory inside the data dir.
+pub const STORE_DIR: &str = "store";
+/// The digest of the last configuration file imported, inside the data dir.
+pub const IMPORTED_DIGEST: &str = "imported-config.sha256";
+
+/// Why the daemon cannot start from what it was given.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartupError {
+    /// The configuration file is refused.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The store cannot be opened or written.
+    #[error("store {path}: {source}")]
+    Store {
+        /// The store's directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
+    /// A file next to the store cannot be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Neither a configuration file nor a data dir was given.
+    #[error("nothing to run: give --config FILE, --data-dir DIR, or both")]
+    Nothing,
+    /// A line of the tokens file is wrong.
+    #[error("{path}: line {line}: {message}")]
+    Tokens {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What start-up decided.
+#[derive(Debug)]
+pub struct Startup {
+    /// What the node runs.
+    pub plan: Plan,
+    /// The store, when a data dir was given.
+    pub store: Option<Store>,
+    /// Whether the file was imported into the store now.
+    pub imported: bool,
+}
+
+fn store_err(path: &Path) -> impl FnOnce(StoreError) -> StartupError + '_ {
+    move |source| StartupError::Store {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StartupError + '_ {
+    move |source| StartupError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Decides what to run from the file at `config_path` and the store in `data_dir`.
+pub fn startup(
+    config_path: Option<&str>,
+    data_dir: Option<&Path>,
+    ifs: &dyn Interfaces,
+) -> Result<Startup, StartupError> {
+    let file = match config_path {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            // Every check, with lines, on the file as written.
+            let p = plan(path, &text, ifs)?;
+            let parsed = config::parse(&text).map_err(|source| PlanError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+            Some((p, parsed, text))
+        }
+        None => None,
+    };
+    let Some(dir) = data_dir else {
+        let (p, _, _) = file.ok_or(StartupError::Nothing)?;
+        return Ok(Startup {
+            plan: p,
+            store: None,
+            imported: false,
+        });
+    };
+    std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+    let store_path = dir.join(STORE_DIR);
+    let store = Store::open(&store_path).map_err(store_err(&store_path))?;
+    let digest_path = dir.join(IMPORTED_DIGEST);
+    let mut imported = false;
+    let router_section = file.as_ref().and_then(|(_, c, _)| c.router.clone());
+    if let Some((_, parsed, text)) = &file {
+        let digest = hex::encode(Sha256::digest(text.as_bytes()));
+        let last = std::fs::read_to_string(&digest_path).unwrap_or_default();
+        if last.trim() != digest {
+            let mut to_store: Config = parsed.clone();
+            to_store.router = None;
+            store.import(&to_store).map_err(store_err(&store_path))?;
+            // Written after the import is durable: a crash in between imports the same
+            // file again, which gives the same state.
+            std::fs::write(&digest_path, format!("{digest}\n")).map_err(io_err(&digest_path))?;
+            imported = true;
+        }
+    }
+    let mut running = store.export().map_err(store_err(&store_path))?;
+    running.router = router_section;
+    let label = store_path.display().to_string();
+    let p = plan(&label, &running.to_yaml(), ifs)?;
+    Ok(Startup {
+        plan: p,
+        store: Some(store),
+        imported,
+    })
+}
+
+/// Imports the tokens of a tokens file into the store.
+pub fn import_tokens(store: &Store, path: &Path) -> Result<usize, StartupError> {
+    let text = std::fs::read_to_string(path).map_err(io_err(path))?;
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |message: String| StartupError::Tokens {
+            path: path.to_owned(),
+            line: i + 1,
+            message,
+        };
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, role, secret] = fields.as_slice() else {
+            return Err(bad(format!(
+                "expected `NAME ROLE SECRET`, found {} fields",
+                fields.len()
+            )));
+        };
+        let role = match *role {
+            "admin" => Role::Admin,
+            "reader" => Role::Reader,
+            other => return Err(bad(format!("role `{other}`: expected admin or reader"))),
+        };
+        let _ = store.revoke_token(name);
+        store
+            .create_token(name, role, secret)
+            .map_err(|e| bad(e.to_string()))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    struct NoIfs;
+
+    impl Interfaces for NoIfs {
+        fn ipv4(&self, _: &str) -> Option<Ipv4Addr> {
+            None
+        }
+    }
+
+    const FILE_A: &str =
+        "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.0.40.1@tcp\n\
+                          route:\n    - net: tcp9\n      gateway: 127.0.40.2@tcp\n      hop: 1\n\
+                          lnet-router:\n    acceptor_port: 7988\n";
+
+    fn write(dir: &Path, name: &str, text: &str) -> String {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    #[test]
+    fn a_file_given_at_start_imports_into_the_store_and_the_store_alone_runs_it_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let file = write(tmp.path(), "a.yaml", FILE_A);
+        let s = startup(Some(&file), Some(&data), &NoIfs).unwrap();
+        assert!(s.imported);
+        assert_eq!(s.plan.routes.len(), 1);
+        assert_eq!(
+            s.plan.nis[0].peer_port, 7988,
+            "the file's lnet-router section applies"
+        );
+        drop(s);
+        // Restart from the store alone: the same nets and routes.
+        let s = startup(None, Some(&data), &NoIfs).unwrap();
+        assert!(!s.imported);
+        assert_eq!(s.plan.routes.len(), 1);
+        assert_eq!(s.plan.nis[0].nid, "127.0.40.1@tcp".parse().unwrap());
+        // A change made since (through the API) survives a restart with the same file.
+        let store = s.store.unwrap();
+        store
+            .delete_route("tcp9".parse().unwrap(), &"127.0.40.2@tcp".parse().unwrap())
+            .unwrap();
+        drop(store);
+        let s = startup(Some(&file), Some(&data), &NoIfs).unwrap();
+        assert!(!s.imported);
+        assert!(s.plan.routes.is_empty());
+        drop(s);
+        // An edited file is imported again and replaces the configured state.
+        let file = write(tmp.path(), "a.yaml", &FILE_A.replace("tcp9", "tcp8"));
+        let s = startup(Some(&file), Some(&data), &NoIfs).unwrap();
+        assert!(s.imported);
+        assert_eq!(s.plan.routes[0].net, "tcp8".parse().unwrap());
+    }
+
+    #[test]
+    fn a_bad_file_is_refused_before_the_store_is_touched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let file = write(
+            tmp.path(),
+            "bad.yaml",
+            "net:\n    - net type: tcp\n      bogus: 1\n",
+        );
+        let e = startup(Some(&file), Some(&data), &NoIfs).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        assert!(!data.join(STORE_DIR).exists());
+        assert!(matches!(
+            startup(None, None, &NoIfs),
+            Err(StartupError::Nothing)
+        ));
+    }
+
+    #[test]
+    fn tokens_files_are_imported_hashed_and_bad_lines_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path().join("s")).unwrap();
+        let ok = write(
+            tmp.path(),
+            "tokens",
+            "# name role secret\nops admin 0123456789abcdef0123\nview reader fedcba9876543210fedc\n",
+        );
+        assert_eq!(import_tokens(&store, Path::new(&ok)).unwrap(), 2);
+        let who = store.verify_token("0123456789abcdef0123").unwrap().unwrap();
+        assert_eq!(who.name, "ops");
+        let bad = write(tmp.path(), "bad", "ops root 0123456789abcdef0123\n");
+        let e = import_tokens(&store, Path::new(&bad))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("root"), "{e}");
+    }
+}
