@@ -168,6 +168,43 @@ pub enum Event {
         /// What changed, as the command that changed it (`route add o2ib1 ...`).
         change: String,
     },
+    /// A local net's status as this router advertises it changed.
+    NetStatus {
+        /// The net.
+        #[serde(with = "crate::records::net_serde")]
+        net: Net,
+        /// Whether its NIs are advertised UP now.
+        up: bool,
+        /// Why (a silent net, traffic heard again, a link, a drain).
+        reason: String,
+    },
+    /// A message this router was asked to forward was dropped.
+    ForwardDropped {
+        /// The message's source.
+        #[serde(with = "crate::records::nid_serde")]
+        src: Nid,
+        /// The message's destination.
+        #[serde(with = "crate::records::nid_serde")]
+        dest: Nid,
+        /// Why.
+        reason: String,
+    },
+    /// An administrative action through the API.
+    Admin {
+        /// The name of the token that made it.
+        token: String,
+        /// What was done (`reset_local_ni_health`, `add_route`, ...).
+        action: String,
+        /// What it was done to, if anything.
+        target: Option<String>,
+        /// The request's values and its result.
+        detail: String,
+    },
+    /// Events were lost before they reached the log (the node's bus overflowed).
+    EventsLost {
+        /// How many.
+        count: u64,
+    },
 }
 
 /// An event in the log.
