@@ -292,7 +292,7 @@ impl Node {
                 gateway: r.spec.gateway,
                 hop: Some(r.spec.hops.map_or(-1, i64::from)),
                 priority: Some(r.spec.priority),
-                health_sensitivity: Some(1),
+                health_sensitivity: None,
                 state: Some(if r.down.is_none() {
                     RouteState::Up
                 } else {

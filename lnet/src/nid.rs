@@ -665,6 +665,22 @@ impl serde::Serialize for Nid {
     }
 }
 
+/// A NID deserializes from its text form.
+impl<'de> serde::Deserialize<'de> for Nid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Nid, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A net deserializes from its text form.
+impl<'de> serde::Deserialize<'de> for Net {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Net, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,10 @@
 //! started from its embedded configuration file (`router/demo/*.yaml`) exactly as
 //! `lnet-router run` starts one. A sends a 64 KiB PUT to B every 100 ms and pings B every
 //! 2 s; every 5 s the demo prints what crossed each router and the state of A's routes.
-//! It runs until SIGINT or SIGTERM, or for `--duration` seconds.
+//! With `--api-port`, each node's REST API and dashboard are served over HTTPS on
+//! 127.0.0.1 (R1 on that port, then R2, A, B), with a self-signed certificate and two
+//! tokens (admin and reader) printed at start. It runs until SIGINT or SIGTERM, or for
+//! `--duration` seconds.
 
 use std::time::Duration;
 
@@ -54,6 +57,15 @@ pub enum DemoError {
     /// The signal handlers could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    /// An API server could not start.
+    #[error("demo API: {0}")]
+    Api(#[source] Box<web::WebError>),
+    /// The demo's tokens were refused.
+    #[error("demo tokens: {0}")]
+    Tokens(String),
+    /// The demo's folder for its certificate could not be made.
+    #[error("demo folder: {0}")]
+    Dir(#[source] std::io::Error),
 }
 
 /// The demo's four nodes.
@@ -93,11 +105,80 @@ pub async fn start() -> Result<Demo, DemoError> {
     Ok(Demo { nodes })
 }
 
-/// Runs the demo until a signal, or for `duration`.
-pub async fn run(duration: Option<Duration>) -> Result<(), DemoError> {
+/// The demo's API tokens (the demo listens on loopback only).
+pub const ADMIN_TOKEN: &str = "demo-admin-token-0001";
+/// The demo's read-only token.
+pub const READER_TOKEN: &str = "demo-reader-token-0001";
+
+/// Serves each node's API and dashboard over HTTPS on 127.0.0.1, ports `base`, `base+1`
+/// ... in [`TOPOLOGY`] order, with one self-signed certificate written to `dir`.
+async fn serve(
+    demo: &Demo,
+    base: u16,
+    dir: &std::path::Path,
+) -> Result<Vec<web::WebServer>, DemoError> {
+    let api_err = |e: web::WebError| DemoError::Api(Box::new(e));
+    let cert = web::SelfSigned::generate(&["localhost", "127.0.0.1"]).map_err(api_err)?;
+    let (cert_path, key_path) = cert.write(dir).map_err(api_err)?;
+    let tokens = web::MemoryTokens::new();
+    tokens
+        .create("demo-admin", web::Role::Admin, ADMIN_TOKEN)
+        .map_err(|e| DemoError::Tokens(e.to_string()))?;
+    tokens
+        .create("demo-reader", web::Role::Reader, READER_TOKEN)
+        .map_err(|e| DemoError::Tokens(e.to_string()))?;
+    let tokens: std::sync::Arc<dyn web::TokenVerifier> = std::sync::Arc::new(tokens);
+    let mut servers = Vec::new();
+    for (i, (name, running)) in demo.nodes.iter().enumerate() {
+        let port = base.saturating_add(u16::try_from(i).unwrap_or(0));
+        let settings = crate::api::ApiSettings {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+            transport: web::Transport::Https {
+                cert: cert_path.clone(),
+                key: key_path.clone(),
+            },
+        };
+        let tunables = TOPOLOGY
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, text)| lnet::config::parse(text).ok())
+            .and_then(|c| c.tunables().ok())
+            .unwrap_or_default();
+        let server = crate::api::start(
+            running.node.clone(),
+            &settings,
+            std::sync::Arc::clone(&tokens),
+            None,
+            tunables,
+        )
+        .await
+        .map_err(api_err)?;
+        println!(
+            "lnet-router demo: dashboard of {}: https://{}/ admin token: {ADMIN_TOKEN} reader token: {READER_TOKEN}",
+            name.to_uppercase(),
+            server.local_addr()
+        );
+        servers.push(server);
+    }
+    println!(
+        "lnet-router demo: the dashboards use a self-signed certificate: {}",
+        cert_path.display()
+    );
+    Ok(servers)
+}
+
+/// Runs the demo until a signal, or for `duration`; with `api_base`, each node's API and
+/// dashboard are served from that port on.
+pub async fn run(duration: Option<Duration>, api_base: Option<u16>) -> Result<(), DemoError> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(DemoError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(DemoError::Signals)?;
     let demo = start().await?;
+    let dir = std::env::temp_dir().join(format!("lnet-router-demo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(DemoError::Dir)?;
+    let servers = match api_base {
+        Some(base) => serve(&demo, base, &dir).await?,
+        None => Vec::new(),
+    };
     println!("lnet-router demo: A 127.0.30.1@tcp -> routers R1 (127.0.30.2@tcp, 127.0.31.2@tcp1) and R2 (127.0.30.3@tcp, 127.0.31.3@tcp1) -> B 127.0.31.1@tcp1");
     println!("lnet-router demo: A sends a 64 KiB PUT to B every 100 ms and pings B every 2 s; Ctrl-C stops");
     let traffic = actix::spawn(traffic(demo.node("a").cloned(), demo.node("b").cloned()));
@@ -119,9 +200,13 @@ pub async fn run(duration: Option<Duration>) -> Result<(), DemoError> {
     }
     traffic.abort();
     report.abort();
+    for s in servers {
+        s.shutdown().await;
+    }
     for (_, r) in demo.nodes {
         r.stop().await;
     }
+    let _ = std::fs::remove_dir_all(&dir);
     println!("lnet-router demo: stopped");
     Ok(())
 }

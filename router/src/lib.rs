@@ -9,8 +9,12 @@
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
 //! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
+//! * [`api`]: its REST API, with the store's tokens and event log;
+//! * [`cli`]: the lnetctl-style subcommands, talking to a daemon over that API;
 //! * [`demo`]: a routed topology (two end nodes, two routers) in one process.
 
+pub mod api;
+pub mod cli;
 pub mod demo;
 pub mod link;
 pub mod locate;

@@ -4,7 +4,9 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use router::api::ApiSettings;
 use router::plan::{HostInterfaces, PlanError};
+use router::run::ApiPlan;
 use router::startup::{import_tokens, startup, StartupError};
 use tracing_subscriber::EnvFilter;
 
@@ -12,6 +14,9 @@ use tracing_subscriber::EnvFilter;
 #[derive(Debug, Parser)]
 #[command(name = "lnet-router", version)]
 struct Cli {
+    /// How the lnetctl-style commands reach the daemon.
+    #[command(flatten)]
+    connect: router::cli::Connect,
     /// What to do.
     #[command(subcommand)]
     command: Command,
@@ -20,6 +25,10 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// lnetctl-style commands against a running daemon's API (`net show -v 4`, `route
+    /// add`, `stats show`, ...).
+    #[command(flatten)]
+    Ctl(router::cli::Ctl),
     /// Run the node described by an `lnetctl export` YAML file until SIGINT or SIGTERM.
     Run {
         /// The configuration file: `lnetctl export` YAML plus an `lnet-router:` section.
@@ -35,6 +44,22 @@ enum Command {
         /// reader). Needs --data-dir.
         #[arg(long, value_name = "FILE", requires = "data_dir")]
         tokens_file: Option<std::path::PathBuf>,
+        /// Serve the REST API, the dashboard and /metrics here (HTTPS). Needs --data-dir
+        /// (the API tokens and the event log live in the store).
+        #[arg(long, value_name = "ADDR:PORT", requires = "data_dir")]
+        api_listen: Option<std::net::SocketAddr>,
+        /// The API's certificate chain (PEM).
+        #[arg(long, value_name = "FILE")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The API's private key (PEM).
+        #[arg(long, value_name = "FILE")]
+        tls_key: Option<std::path::PathBuf>,
+        /// Serve the API over plain HTTP, read-only.
+        #[arg(long)]
+        plain_http: bool,
+        /// Over plain HTTP, let admin tokens change the node too.
+        #[arg(long, requires = "plain_http")]
+        plain_http_mutations: bool,
     },
     /// Run a demo topology in this process: end node A on tcp, routers R1 and R2, end node
     /// B on tcp1, all on loopback addresses, with traffic from A to B.
@@ -42,6 +67,13 @@ enum Command {
         /// Stop after this many seconds (default: run until SIGINT or SIGTERM).
         #[arg(long, value_name = "SECONDS")]
         duration: Option<u64>,
+        /// Serve each node's API and dashboard over HTTPS on 127.0.0.1 from this port on
+        /// (R1, R2, A, B).
+        #[arg(long, value_name = "PORT", default_value_t = 8443)]
+        api_port: u16,
+        /// Do not serve the APIs.
+        #[arg(long)]
+        no_api: bool,
     },
 }
 
@@ -55,16 +87,44 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     match cli.command {
+        Command::Ctl(cmd) => ctl(&cli.connect, &cmd),
         Command::Run {
             config,
             data_dir,
             tokens_file,
-        } => run(
-            config.as_deref(),
-            data_dir.as_deref(),
-            tokens_file.as_deref(),
+            api_listen,
+            tls_cert,
+            tls_key,
+            plain_http,
+            plain_http_mutations,
+        } => {
+            let api = match api_listen
+                .map(|l| {
+                    ApiSettings::from_flags(l, tls_cert, tls_key, plain_http, plain_http_mutations)
+                })
+                .transpose()
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    eprintln!("lnet-router: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            run(
+                config.as_deref(),
+                data_dir.as_deref(),
+                tokens_file.as_deref(),
+                api,
+            )
+        }
+        Command::Demo {
+            duration,
+            api_port,
+            no_api,
+        } => demo(
+            duration.map(std::time::Duration::from_secs),
+            (!no_api).then_some(api_port),
         ),
-        Command::Demo { duration } => demo(duration.map(std::time::Duration::from_secs)),
     }
 }
 
@@ -72,6 +132,7 @@ fn run(
     config: Option<&str>,
     data_dir: Option<&std::path::Path>,
     tokens_file: Option<&std::path::Path>,
+    api: Option<ApiSettings>,
 ) -> ExitCode {
     let started = match startup(config, data_dir, &HostInterfaces) {
         Ok(s) => s,
@@ -100,8 +161,15 @@ fn run(
         }
     }
     let plan = started.plan;
+    let api = match (api, started.store) {
+        (Some(settings), Some(store)) => Some(ApiPlan {
+            settings,
+            store: std::sync::Arc::new(store),
+        }),
+        _ => None,
+    };
     let system = actix::System::new();
-    match system.block_on(router::run::run(plan)) {
+    match system.block_on(router::run::run(plan, api)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");
@@ -110,12 +178,35 @@ fn run(
     }
 }
 
-fn demo(duration: Option<std::time::Duration>) -> ExitCode {
+fn demo(duration: Option<std::time::Duration>, api: Option<u16>) -> ExitCode {
     let system = actix::System::new();
-    match system.block_on(router::demo::run(duration)) {
+    match system.block_on(router::demo::run(duration, api)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn ctl(connect: &router::cli::Connect, cmd: &router::cli::Ctl) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lnet-router: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(router::cli::run(connect, cmd)) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprint!("{}", e.to_yaml());
             ExitCode::FAILURE
         }
     }

@@ -59,6 +59,9 @@ pub enum RunError {
     /// The signal handlers could not be installed.
     #[error("cannot install the signal handlers: {0}")]
     Signals(#[source] std::io::Error),
+    /// The API could not start.
+    #[error("API: {0}")]
+    Api(#[source] web::WebError),
 }
 
 /// The sender incarnation of this start, the same for every NI of this run: the time since
@@ -130,14 +133,48 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     Ok(Running { node, slots })
 }
 
-/// Runs the node described by `plan` until SIGINT or SIGTERM. Must be called inside a
-/// running actix system.
-pub async fn run(plan: Plan) -> Result<(), RunError> {
+/// The daemon's API: where it listens, and the store that holds its tokens and event log.
+#[derive(Debug)]
+pub struct ApiPlan {
+    /// Listener and transport.
+    pub settings: crate::api::ApiSettings,
+    /// The store.
+    pub store: Arc<store::Store>,
+}
+
+/// Runs the node described by `plan` (and its API, when given) until SIGINT or SIGTERM.
+/// Must be called inside a running actix system.
+pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
     // Install the handlers first, so that a signal that comes while the NIs start is not
     // lost (nor kills the process with the default action).
     let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
     let running = start_plan(&plan).await?;
+    let server = match api {
+        Some(api) => {
+            let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(&api.store)));
+            let sink = Arc::new(crate::api::StoreLog(Arc::clone(&api.store)));
+            match crate::api::start(
+                running.node.clone(),
+                &api.settings,
+                tokens,
+                Some(sink),
+                plan.tunables.clone(),
+            )
+            .await
+            {
+                Ok(s) => {
+                    println!("lnet-router: API listening on {}", s.local_addr());
+                    Some(s)
+                }
+                Err(e) => {
+                    running.stop().await;
+                    return Err(RunError::Api(e));
+                }
+            }
+        }
+        None => None,
+    };
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
     println!("lnet-router: NIDs: {}", nids.join(" "));
     tracing::info!(nids = %nids.join(" "), "running; SIGINT or SIGTERM stops");
@@ -159,6 +196,9 @@ pub async fn run(plan: Plan) -> Result<(), RunError> {
     }
     let clean = running.stop().await;
     tracing::info!(clean, "NIs stopped");
+    if let Some(s) = server {
+        s.shutdown().await;
+    }
     println!("lnet-router: stopped ({which})");
     Ok(())
 }

@@ -4,7 +4,7 @@ use crate::tunables::{TunableError, TunableName, Tunables};
 
 /// `global:`: the tunables of `lnetctl global show`, each optional on import, printed in
 /// this order.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Global {
     /// `numa_range`.
     pub numa_range: Option<u32>,

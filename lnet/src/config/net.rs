@@ -15,7 +15,7 @@ pub struct NetConfig {
 }
 
 /// `up` / `down`, as `net show` prints an NI's `status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NiStatus {
     /// `up`.
@@ -140,7 +140,7 @@ pub struct LndTunables {
 }
 
 /// `CPT: "[0,1]"`: the CPU partitions of an NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Cpts(pub Vec<u32>);
 
 impl fmt::Display for Cpts {

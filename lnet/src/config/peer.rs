@@ -19,7 +19,7 @@ pub struct Peer {
 }
 
 /// `state:` of a peer NI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PeerNiState {
     /// `up`.
     #[serde(rename = "up")]
@@ -87,7 +87,7 @@ impl PeerNi {
 }
 
 /// The credit counters of a peer NI (`peer show -v`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerNiCredits {
     /// `max_ni_tx_credits`.
     pub max_ni_tx_credits: u32,

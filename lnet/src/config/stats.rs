@@ -3,7 +3,7 @@
 //! ignores them.
 
 /// `statistics:` of an NI or a peer NI.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NiStatistics {
     /// `send_count`.
     pub send_count: u32,
@@ -16,7 +16,7 @@ pub struct NiStatistics {
 }
 
 /// The latency keys of `statistics:` on post-2.17.0 builds, in output order.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LatencyStats {
     /// `put_egress_samples`.
     pub put_egress_samples: u32,

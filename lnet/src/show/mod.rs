@@ -34,7 +34,7 @@ use crate::config::print::{self, Key, Node};
 
 /// The verbosity of a `show` command: `-v` alone is 1, `-v N` is N, none is 0 (reference
 /// 4.0). Levels above 4 print as 4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
 pub struct Verbosity(pub u8);
 
 impl Verbosity {
@@ -46,7 +46,7 @@ impl Verbosity {
 
 /// `udsp info:` of an NI or a peer NI (shown from `-v 4`): the priorities that selection
 /// policy rules gave it (-1 when no rule applies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UdspInfo {
     /// `net priority`.
     pub net_priority: i32,

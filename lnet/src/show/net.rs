@@ -8,7 +8,7 @@ use crate::nid::{Net, Nid};
 
 /// The layout of `net show`: the netlink/libyaml layout of current kernels, or the cYAML
 /// layout of the ioctl fallback that older kernels (2.14) answer (reference 4.0, 4.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum NetLayout {
     /// Netlink + libyaml: `-     key`, indent 6.
     #[default]
@@ -18,14 +18,14 @@ pub enum NetLayout {
 }
 
 /// The `net show` document: every local net, `lo` first.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NetShow {
     /// The nets, in output order.
     pub nets: Vec<ShowNet>,
 }
 
 /// One item of `net:`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowNet {
     /// `net type`.
     pub net_type: Net,
@@ -34,7 +34,7 @@ pub struct ShowNet {
 }
 
 /// One item of `local NI(s):`, with every field; the verbosity picks what prints.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowNi {
     /// `nid` (always).
     pub nid: Nid,

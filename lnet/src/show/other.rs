@@ -116,7 +116,7 @@ impl StatsShow {
 }
 
 /// The `lnetctl global show` document.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GlobalShow {
     /// The 13 keys; `None` ones are not printed.
     pub global: Global,
@@ -142,7 +142,7 @@ impl GlobalShow {
 
 /// The result of `lnetctl ping NID`: the peer's primary NID, whether it is multi-rail, and
 /// the NIDs its ping buffer lists.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PingShow {
     /// `primary nid`.
     pub primary_nid: Nid,
@@ -186,7 +186,7 @@ impl PingShow {
 }
 
 /// Which queue `lnetctl debug recovery` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RecoveryKind {
     /// `--local`: local NIs in recovery.
     Local,
@@ -195,7 +195,7 @@ pub enum RecoveryKind {
 }
 
 /// The `lnetctl debug recovery --local|--peer` document: the NIDs on a recovery queue.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecoveryShow {
     /// The queue.
     pub kind: RecoveryKind,

@@ -7,14 +7,14 @@ use crate::config::{MsgStats, NiStatistics, PeerNi, PeerNiCredits, PeerNiHealthS
 use crate::nid::Nid;
 
 /// The `peer show` document.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerShow {
     /// The peers, in output order.
     pub peers: Vec<ShowPeer>,
 }
 
 /// One item of `peer:`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeer {
     /// `primary nid` (always).
     pub primary_nid: Nid,
@@ -27,7 +27,7 @@ pub struct ShowPeer {
 }
 
 /// One item of `peer ni:`, with every field; the verbosity picks what prints.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeerNi {
     /// `nid` (always).
     pub nid: Nid,

@@ -657,3 +657,18 @@ fn parse_errors_name_the_field() {
         "{e}"
     );
 }
+
+/// The JSON form (what the API serves) reads back into the same model, so that a client
+/// can print lnetctl's YAML from it.
+#[test]
+fn show_documents_round_trip_through_json() {
+    fn round<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(v: &T) {
+        let json = serde_json::to_string(v).unwrap();
+        let back: T = serde_json::from_str(&json).unwrap();
+        assert_eq!(&back, v, "{json}");
+    }
+    round(&net_show_v3_model());
+    round(&net_show_v4_model());
+    round(&peer_show_v4_model());
+    round(&StatsShow::parse(&fixture(K, "stats-show.yaml")).unwrap());
+}

@@ -1,0 +1,524 @@
+// The dashboard in a real browser (Debian's Chromium, headless, driven by playwright-core)
+// against a running router that serves the API and the dashboard over HTTPS with a
+// self-signed certificate.
+//
+// Environment (scripts/browser-test sets it):
+//   DASHBOARD_URL            the page, https://HOST:PORT/
+//   DASHBOARD_ADMIN_TOKEN    an admin token of that router
+//   DASHBOARD_READER_TOKEN   a reader token of that router
+//   DASHBOARD_API_URL        where the test itself calls the API (default: DASHBOARD_URL)
+//   DASHBOARD_NODES          optional JSON: [{"name","url","admin","reader"}] of every node of a
+//                            demo topology, for the route check (a gateway's NI is taken down
+//                            on the gateway, the route goes down on the node routing through it)
+//   DASHBOARD_OUT            where screenshots and results.json go
+//   CHROMIUM                 the browser (default /usr/bin/chromium)
+//   ROUTE_TIMEOUT_S          how long the route check waits for the route to go down (120)
+//
+// It prints one line per check and closes with "N passed, N failed".
+
+import { X509Certificate, createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:https";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect } from "node:tls";
+import { chromium } from "playwright-core";
+
+const BASE = new URL(process.env.DASHBOARD_URL ?? "");
+const API_BASE = new URL(process.env.DASHBOARD_API_URL ?? BASE.href);
+const ADMIN = process.env.DASHBOARD_ADMIN_TOKEN ?? "";
+const READER = process.env.DASHBOARD_READER_TOKEN ?? "";
+const NODES = process.env.DASHBOARD_NODES ? JSON.parse(process.env.DASHBOARD_NODES) : [];
+const OUT = process.env.DASHBOARD_OUT ?? "target/test-output/dashboard";
+const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
+const ROUTE_TIMEOUT_S = Number(process.env.ROUTE_TIMEOUT_S ?? 120);
+const BUDGET = 500 * 1024;
+
+if (BASE.protocol !== "https:" || !ADMIN || !READER) {
+  console.error("DASHBOARD_URL (https), DASHBOARD_ADMIN_TOKEN and DASHBOARD_READER_TOKEN are needed");
+  process.exit(2);
+}
+mkdirSync(OUT, { recursive: true });
+
+const results = [];
+let passed = 0;
+let failed = 0;
+function check(name, ok, detail = "") {
+  results.push({ name, ok, detail });
+  if (ok) passed++;
+  else failed++;
+  console.log(`${ok ? "ok  " : "FAIL"} ${name}${detail ? ` — ${detail}` : ""}`);
+}
+function note(text) {
+  results.push({ name: text, ok: null });
+  console.log(`note ${text}`);
+}
+
+// ---------------------------------------------------------------------------------------
+// The server's certificate, pinned: the browser ignores certificate errors for this key
+// only, and the test's own API calls trust this certificate only.
+
+function peerCert(url) {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: url.hostname, port: Number(url.port || 443), servername: "localhost", rejectUnauthorized: false }, () => {
+      const c = s.getPeerCertificate(true);
+      s.end();
+      resolve(c);
+    });
+    s.on("error", reject);
+  });
+}
+
+function pem(der) {
+  const b64 = der.toString("base64").replace(/.{64}/g, "$&\n");
+  return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
+}
+
+const certs = new Map(); // origin -> PEM
+
+async function pin(url) {
+  const c = await peerCert(url);
+  const x = new X509Certificate(c.raw);
+  certs.set(url.origin, pem(c.raw));
+  const spki = createHash("sha256").update(x.publicKey.export({ type: "spki", format: "der" })).digest("base64");
+  return { spki, selfSigned: x.issuer === x.subject, subject: x.subject, san: x.subjectAltName };
+}
+
+function call(method, base, path, token, body) {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method,
+        ca: certs.get(url.origin),
+        checkServerIdentity: () => undefined, // the certificate is pinned: it is the only one trusted
+        headers: {
+          Authorization: `Bearer ${token}`,
+          Accept: "application/json",
+          ...(body !== undefined ? { "Content-Type": "application/json" } : {}),
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => (text += d));
+        res.on("end", () => {
+          let json = null;
+          try {
+            json = text ? JSON.parse(text) : null;
+          } catch {
+            json = null;
+          }
+          resolve({ status: res.statusCode, json, text });
+        });
+      },
+    );
+    req.on("error", reject);
+    if (body !== undefined) req.write(JSON.stringify(body));
+    req.end();
+  });
+}
+
+const api = (method, path, body, token = ADMIN, base = API_BASE) => call(method, base, `/api/v1/${path}`, token, body);
+const seg = encodeURIComponent;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, fn, timeoutMs, stepMs = 250) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last !== null && last !== undefined && last !== false) return last;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(stepMs);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+const pinned = await pin(BASE);
+if (API_BASE.origin !== BASE.origin) await pin(API_BASE);
+for (const n of NODES) if (!certs.has(new URL(n.url).origin)) await pin(new URL(n.url));
+check("the server presents a self-signed certificate", pinned.selfSigned, `${pinned.subject.replace(/\n/g, ", ")}; ${pinned.san ?? ""}`);
+
+const profile = mkdtempSync(join(tmpdir(), "dashboard-chromium-"));
+const spkis = [pinned.spki];
+for (const n of NODES) {
+  const p = await pin(new URL(n.url));
+  if (!spkis.includes(p.spki)) spkis.push(p.spki);
+}
+const context = await chromium.launchPersistentContext(profile, {
+  executablePath: CHROMIUM,
+  headless: true,
+  viewport: { width: 1440, height: 900 },
+  args: [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    `--ignore-certificate-errors-spki-list=${spkis.join(",")}`,
+  ],
+});
+
+const requests = [];
+context.on("request", (r) => requests.push(r));
+const page = context.pages()[0] ?? (await context.newPage());
+const consoleErrors = [];
+page.on("console", (m) => {
+  // The role probe (a health reset of a NI that cannot exist) answers 400 or 403 by design.
+  if (m.type() === "error" && !m.location().url.includes("/nis/role-check/")) consoleErrors.push(`${m.text()} ${m.location().url}`);
+});
+page.on("pageerror", (e) => consoleErrors.push(String(e)));
+
+async function shot(name) {
+  const path = join(OUT, `${name}.png`);
+  await page.screenshot({ path, fullPage: true });
+  note(`screenshot ${path}`);
+}
+
+async function signIn(token) {
+  if (await page.locator("[data-logout]").count()) await page.click("[data-logout]");
+  await page.fill("[data-token-input]", token);
+  await page.click("[data-login]");
+  await page.waitForSelector("[data-role-badge]", { timeout: 15000 });
+  await view("overview");
+}
+
+async function view(name) {
+  await page.click(`[data-nav="${name}"]`);
+  await page.waitForSelector(`[data-view="${name}"]`, { timeout: 10000 });
+}
+
+let exitCode = 0;
+try {
+  // 1. The page over HTTPS with the self-signed certificate.
+  const resp = await page.goto(BASE.href, { waitUntil: "load" });
+  check("the page loads over HTTPS with the pinned self-signed certificate", resp?.ok() === true && page.url().startsWith("https:"), page.url());
+  check("the page is a secure context", await page.evaluate(() => window.isSecureContext));
+  await page.waitForSelector("[data-token-input]", { timeout: 10000 });
+
+  // 2. Admin: the overview shows every NI.
+  await signIn(ADMIN);
+  await page.evaluate(() => {
+    window.__sameDocument = "no reload since sign-in";
+  });
+  check("an admin token is recognised as admin", (await page.getAttribute("[data-role-badge]", "data-role-badge")) === "admin");
+  const storage = await page.evaluate(() => ({ session: Object.keys(sessionStorage), local: Object.keys(localStorage), cookie: document.cookie }));
+  check("the token is kept in sessionStorage only", storage.session.length === 1 && storage.local.length === 0 && storage.cookie === "", JSON.stringify(storage));
+
+  const nets = (await api("GET", "nets")).json;
+  const localNis = nets.nets.filter((n) => n.net_type !== "lo").flatMap((n) => n.nis.map((ni) => ni.nid));
+  const allNis = nets.nets.flatMap((n) => n.nis.map((ni) => ni.nid));
+  await page.waitForSelector('[data-table="nis"] tr[data-ni]', { timeout: 10000 });
+  const shown = await page.$$eval('[data-table="nis"] tr[data-ni]', (rows) => rows.map((r) => r.getAttribute("data-ni")));
+  const missing = allNis.filter((n) => !shown.includes(n));
+  check("the overview shows every NI", missing.length === 0 && allNis.length > 0, `${allNis.join(", ")}${missing.length ? `; missing ${missing.join(", ")}` : ""}`);
+  for (const nid of localNis) {
+    const h = await page.getAttribute(`[data-table="nis"] [data-health-of="${nid}"]`, "data-health");
+    const want = nets.nets.flatMap((n) => n.nis).find((ni) => ni.nid === nid).health_stats["health value"];
+    check(`the overview shows the health of ${nid}`, Number(h) === want, `${h} on screen, ${want} from the API`);
+  }
+  check("an admin token sees reset buttons", (await page.locator("[data-reset]").count()) >= localNis.length);
+  await shot("overview");
+
+  // 3. A fault rule on a local NI: its health falls on its chart, it joins the recovery queue.
+  const peers = (await api("GET", "peers")).json.peers;
+  await view("health");
+  const fallsBefore = new Map();
+  for (const nid of localNis) fallsBefore.set(nid, Number((await page.getAttribute(`[data-chart-of="${nid}"]`, "data-falls")) ?? 0));
+  let target = null;
+  let rule = null;
+  for (const nid of localNis) {
+    const r = await api("POST", `nis/${seg(nid)}/fault-rules`, {
+      trigger: { kind: "always" },
+      action: { kind: "fail", health_status: "local_timeout" },
+      hooks: "send",
+    });
+    if (r.status === 201) {
+      target = nid;
+      rule = r.json.id;
+      break;
+    }
+    if (r.status !== 409) throw new Error(`adding a fault rule on ${nid}: ${r.status} ${r.text}`);
+  }
+  let faultInjected = target != null;
+  if (faultInjected) {
+    note(`fault rule ${rule} on ${target}: every send fails with LOCAL_TIMEOUT`);
+  } else {
+    // This server's NIs take no fault rules (an in-process fabric): lower the health by an
+    // administrative set instead, so that the rest of the flow is still exercised.
+    target = localNis[0];
+    const r = await api("POST", `nis/${seg(target)}/health`, { value: 0 });
+    note(`no NI of this server takes fault rules (409); health of ${target} set to 0 through the API instead (${r.status})`);
+  }
+  check("a fault rule can be injected through the API", faultInjected, faultInjected ? target : "409 on every NI: the fault-rule part of the acceptance is not exercised on this server");
+
+  const net = target.split("@")[1];
+  const peerOnNet = peers.flatMap((p) => p.nis.map((n) => n.nid)).find((n) => n.split("@")[1] === net);
+  const traffic = faultInjected
+    ? (async () => {
+        // Sends on the NI (besides whatever traffic the node has): pings of a peer on its net.
+        for (let i = 0; i < 6 && peerOnNet; i++) await api("POST", "ping", { nid: peerOnNet, timeout_ms: 1000 });
+      })()
+    : Promise.resolve();
+  const t0 = Date.now();
+  const fell = await until(
+    `the health chart of ${target} to fall`,
+    async () => {
+      const falls = Number(await page.getAttribute(`[data-chart-of="${target}"]`, "data-falls"));
+      const last = await page.getAttribute(`[data-chart-of="${target}"]`, "data-min");
+      return falls > fallsBefore.get(target) ? Number(last) : null;
+    },
+    20000,
+  ).catch(() => null);
+  check(`the health of ${target} falls on its chart, live`, fell != null, fell != null ? `a new fall drawn ${Date.now() - t0} ms after the fault` : "");
+  if (faultInjected) {
+    const headValue = await page.getAttribute(`[data-health-card="${target}"] [data-health-of="${target}"]`, "data-health");
+    check(`the chart's heading shows the fallen health of ${target}`, Number(headValue) < 1000, `${headValue}`);
+  }
+  await traffic;
+  await sleep(1500);
+  await shot("health");
+
+  await view("recovery");
+  const t1 = Date.now();
+  const queued = await page
+    .waitForSelector(`[data-queue="local"] tr[data-recovery="${target}"]`, { timeout: 15000 })
+    .then(() => true)
+    .catch(() => false);
+  check(`${target} appears in the local NI recovery queue view, live`, queued, queued ? `${Date.now() - t1} ms after the view opened` : "");
+  check(
+    "the page was not reloaded",
+    (await page.evaluate(() => window.__sameDocument)) === "no reload since sign-in",
+  );
+  await sleep(2500);
+  await shot("recovery");
+
+  // 4. Reset health (admin): back to 1000 on screen.
+  if (faultInjected) {
+    const d = await api("DELETE", `nis/${seg(target)}/fault-rules/${rule}`);
+    note(`fault rule ${rule} removed (${d.status})`);
+  } else {
+    // On a server whose recovery pings always succeed the NI climbs back within seconds:
+    // lower it again so that the reset is what brings it back.
+    await api("POST", `nis/${seg(target)}/health`, { value: 0 });
+  }
+  await view("health");
+  const card = `[data-health-card="${target}"]`;
+  const before = await until(
+    `${target} below 1000 before the reset`,
+    async () => {
+      const v = Number(await page.getAttribute(`${card} [data-health-of="${target}"]`, "data-health"));
+      return v < 1000 ? v : null;
+    },
+    5000,
+  ).catch(() => null);
+  await page.click(`${card} [data-reset="${target}"]`);
+  await page.waitForSelector("[role=dialog]", { timeout: 5000 });
+  check("reset health asks for a confirmation", (await page.textContent("[role=dialog]")).includes(target));
+  await shot("reset-confirmation");
+  const t2 = Date.now();
+  await page.click("[role=dialog] [data-confirm]");
+  const back = await until(
+    `${target} back to 1000 on screen`,
+    async () => {
+      await view("overview");
+      const v = await page.getAttribute(`[data-table="nis"] [data-health-of="${target}"]`, "data-health");
+      return Number(v) === 1000;
+    },
+    3000,
+  ).catch(() => false);
+  check(`reset health brings ${target} back to 1000 on screen`, back === true, `from ${before} in ${Date.now() - t2} ms`);
+  await view("recovery");
+  const left = await page
+    .waitForSelector(`[data-queue="local"] tr[data-recovery="${target}"]`, { state: "detached", timeout: 5000 })
+    .then(() => true)
+    .catch(() => false);
+  check(`${target} leaves the recovery queue view`, left);
+  const chartReset = await (async () => {
+    await view("health");
+    return until(
+      "the chart at 1000 with a reset mark",
+      async () => {
+        const last = await page.getAttribute(`[data-chart-of="${target}"]`, "data-last");
+        const marks = (await page.getAttribute(`[data-chart-of="${target}"]`, "data-marks")) ?? "";
+        return Number(last) === 1000 && marks.includes("reset") && (!faultInjected || marks.includes("fault"));
+      },
+      5000,
+    ).catch(() => false);
+  })();
+  check(`the chart of ${target} is back at 1000 with the fault and the reset marked`, chartReset === true);
+  await shot("health-after-reset");
+
+  // 5. Peers and events.
+  await view("peers");
+  const peerNis = peers.flatMap((p) => p.nis.map((n) => n.nid));
+  const peerRows = await page.$$eval("[data-peer-ni]", (rows) => rows.map((r) => r.getAttribute("data-peer-ni")));
+  check("the peers view lists every peer NI", peerNis.every((n) => peerRows.includes(n)), peerNis.join(", "));
+  if (peerNis.length > 0) {
+    await page.fill('[data-search="peers"]', peerNis[0]);
+    const filtered = await page.$$eval("[data-peer-ni]", (rows) => rows.map((r) => r.getAttribute("data-peer-ni")));
+    check("the peers search filters by NID", filtered.includes(peerNis[0]) && filtered.length <= peerNis.length);
+    await page.fill('[data-search="peers"]', "");
+  }
+  await shot("peers");
+
+  await view("events");
+  const types = await page.$$eval("[data-event]", (rows) => rows.map((r) => r.getAttribute("data-event")));
+  check("the events view shows health, recovery and admin events", ["health", "recovery_queued", "admin"].every((t) => types.includes(t)), [...new Set(types)].join(", "));
+  await page.fill('[data-search="events"]', target);
+  const filteredEvents = await page.$$eval("[data-table=events] tbody tr td:last-child", (cells) => cells.map((c) => c.textContent));
+  check("the events filter keeps only matching events", filteredEvents.length > 0 && filteredEvents.every((t) => t.includes(target)));
+  await page.fill('[data-search="events"]', "");
+  await shot("events");
+
+  // 6. The route table view (the route check itself comes last: it may open another node).
+  await view("routes");
+  const routesDoc = await api("GET", "routes");
+  const routingDoc = await api("GET", "routing");
+  if (routesDoc.status === 200) {
+    const rows = routesDoc.json.routes;
+    const cells = await page.$$eval("[data-route]", (els) => els.map((e) => [e.getAttribute("data-route"), e.getAttribute("data-state")]));
+    const ok = rows.every((r) => cells.some(([k, st]) => k === `${r.net} ${r.gateway}` && st === r.state));
+    check("the route matrix shows every route with its state", ok, rows.map((r) => `${r.net} via ${r.gateway} ${r.state}`).join("; ") || "no routes");
+    // Add a route through the page (admin), see it in the matrix with its state, remove it.
+    const net = process.env.ROUTE_TEST_NET ?? "tcp99";
+    const gw = peers.flatMap((p) => p.nis.map((n) => n.nid)).find((n) => localNis.some((l) => l.split("@")[1] === n.split("@")[1]));
+    if (gw && (await page.locator("[data-form=add-route]").count()) === 1) {
+      await page.fill('[data-form=add-route] input[placeholder^="remote net"]', net);
+      await page.fill('[data-form=add-route] input[placeholder="gateway NID"]', gw);
+      await page.click('[data-form=add-route] button[type=submit]');
+      await page.click("[role=dialog] [data-confirm]");
+      const cell = `[data-route="${net} ${gw}"]`;
+      const added = await page.waitForSelector(cell, { timeout: 10000 }).then(() => true).catch(() => false);
+      const stateNow = added ? await page.getAttribute(cell, "data-state") : null;
+      const reasonNow = added ? await page.textContent(cell) : "";
+      check(`a route to ${net} via ${gw} added from the page shows in the matrix`, added, `${stateNow}: ${reasonNow}`);
+      if (stateNow === "down") {
+        const hasReason = (await page.locator(`${cell} .cell-reason`).count()) === 1;
+        check("a down route shows its reason", hasReason, await page.textContent(`${cell} .cell-reason`).catch(() => ""));
+      }
+      await sleep(1500);
+      await shot("routes-added");
+      await page.click(`[data-remove-route="${net} ${gw}"]`);
+      await page.click("[role=dialog] [data-confirm]");
+      const removed = await page.waitForSelector(cell, { state: "detached", timeout: 10000 }).then(() => true).catch(() => false);
+      const still = (await api("GET", "routes")).json.routes.some((r) => r.net === net && r.gateway === gw);
+      check(`the route removed from the page is gone from the matrix and the node`, removed && !still);
+    }
+  } else {
+    note("this server has no GET /api/v1/routes: the route matrix shows route events only");
+  }
+  if (routingDoc.status === 200) {
+    await view("overview");
+    const pools = await page.locator('[data-table="buffers"] tbody tr').count();
+    check("the overview shows the router buffer pools", pools === routingDoc.json.cpts.length * 3, `${pools} rows for ${routingDoc.json.cpts.length} CPTs`);
+    await view("routes");
+    const adverts = await page.$$eval("[data-advert]", (els) => els.map((e) => e.getAttribute("data-advert")));
+    check("the routes view shows what the node advertises per net", routingDoc.json.nets.every((n) => adverts.includes(n.net)), adverts.join(", ") || "no nets advertised");
+  }
+  await shot("routes");
+
+  // 7. A reader token sees no action buttons.
+  await signIn(READER);
+  check("a reader token is recognised as read-only", (await page.getAttribute("[data-role-badge]", "data-role-badge")) === "reader");
+  let buttons = 0;
+  for (const v of ["overview", "health", "recovery", "routes", "peers", "events"]) {
+    await view(v);
+    await sleep(300);
+    buttons += await page.locator("[data-reset], [data-remove-route], [data-form=add-route]").count();
+  }
+  check("a reader token sees no reset (or route) buttons in any view", buttons === 0, `${buttons} found`);
+  await view("overview");
+  await shot("overview-reader");
+
+  // 8. Only the router's host; the page's weight.
+  const hosts = new Set(requests.map((r) => new URL(r.url()).host).filter((h) => h !== ""));
+  const foreign = [...hosts].filter((h) => h !== BASE.host);
+  check("no request goes to another host", foreign.length === 0, [...hosts].join(", "));
+  const assets = requests.filter((r) => !new URL(r.url()).pathname.startsWith("/api/") && new URL(r.url()).origin === BASE.origin);
+  let total = 0;
+  const sizes = [];
+  const seen = new Set();
+  for (const r of assets) {
+    const u = new URL(r.url()).pathname;
+    if (seen.has(u)) continue;
+    const res = await r.response();
+    if (!res || res.status() !== 200) continue;
+    seen.add(u);
+    const s = await r.sizes();
+    const enc = (await res.allHeaders())["content-encoding"] ?? "identity";
+    total += s.responseBodySize;
+    sizes.push(`${u} ${s.responseBodySize} B ${enc}`);
+  }
+  check(`all assets together are under 500 KB compressed`, total > 0 && total < BUDGET, `${total} B: ${sizes.join("; ")}`);
+  check("no errors in the browser console", consoleErrors.length === 0, consoleErrors.slice(0, 5).join(" | "));
+  writeFileSync(join(OUT, "page-size.txt"), `${total}\n${sizes.join("\n")}\n`);
+  requests.length = 0;
+  // 9. Routes: a gateway NI taken down shows its route cell down with the reason.
+  await view("routes");
+  const hasRoutes = (await api("GET", "routes")).status === 200;
+  const routeNode = NODES.find((n) => n.routes_via) ?? null;
+  if (hasRoutes && routeNode) {
+    await routeCheck(routeNode);
+  } else {
+    note(
+      hasRoutes
+        ? "route check skipped: DASHBOARD_NODES names no node with routes_via (the demo topology)"
+        : "route check skipped: this server has no GET /api/v1/routes",
+    );
+  }
+
+} catch (e) {
+  check("the browser test ran to its end", false, e instanceof Error ? e.stack : String(e));
+  await shot("failure").catch(() => undefined);
+} finally {
+  await context.close();
+  rmSync(profile, { recursive: true, force: true });
+}
+
+async function routeCheck(node) {
+  // node: {name, url, admin, reader, routes_via: {net, gateway, gateway_node, gateway_ni}}
+  const via = node.routes_via;
+  const gw = NODES.find((n) => n.name === via.gateway_node);
+  await page.goto(node.url);
+  await page.waitForSelector("[data-token-input], [data-role-badge]", { timeout: 10000 });
+  await signIn(node.admin);
+  await view("routes");
+  const cell = `[data-route="${via.net} ${via.gateway}"]`;
+  await page.waitForSelector(`${cell}[data-state="up"]`, { timeout: 30000 });
+  await shot(`routes-${node.name}-up`);
+  // Take the gateway's NI down on the gateway: a fault rule that drops every message the
+  // NI receives, so that it answers nothing (the node routing through it sees the gateway
+  // stop answering its pings).
+  const gwBase = new URL(gw.url);
+  const r = await call("POST", gwBase, `/api/v1/nis/${seg(via.gateway_ni)}/fault-rules`, gw.admin, {
+    trigger: { kind: "always" },
+    action: { kind: "drop" },
+    hooks: "receive",
+  });
+  note(`every message to ${via.gateway_ni} dropped on ${gw.name} (fault rule ${r.json?.id}, ${r.status})`);
+  const undo = () => call("DELETE", gwBase, `/api/v1/nis/${seg(via.gateway_ni)}/fault-rules/${r.json?.id}`, gw.admin);
+  const t = Date.now();
+  const down = await page
+    .waitForSelector(`${cell}[data-state="down"] .cell-reason`, { timeout: ROUTE_TIMEOUT_S * 1000 })
+    .then(() => true)
+    .catch(() => false);
+  const reason = down ? await page.textContent(`${cell} .cell-reason`) : "";
+  check(`the route to ${via.net} via ${via.gateway} shows down with its reason`, down, down ? `${reason} after ${Date.now() - t} ms` : "");
+  await shot("routes-down");
+  await undo();
+  const own = new URL(node.url).host;
+  const other = requests.map((r) => new URL(r.url()).host).filter((h) => h !== "" && h !== own);
+  check(`${node.name}'s dashboard requests nothing from another host`, other.length === 0, [...new Set(other)].join(", "));
+}
+
+writeFileSync(join(OUT, "results.json"), JSON.stringify({ base: BASE.href, passed, failed, results }, null, 2));
+console.log(`\n${passed} passed, ${failed} failed`);
+if (failed > 0) exitCode = 1;
+process.exit(exitCode);

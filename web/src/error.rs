@@ -1,0 +1,268 @@
+//! Errors: [`ApiError`], what a request gets back (a status and a structured JSON body),
+//! and [`WebError`], why the server could not start.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// The body of every error answer: `{"error": {"field": ..., "message": ...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorBody {
+    /// What went wrong.
+    pub error: ErrorDetail,
+}
+
+/// What went wrong, and with which part of the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorDetail {
+    /// The request field at fault (a body key, a path or query parameter, a header), or
+    /// `null` when the request as a whole is refused.
+    pub field: Option<String>,
+    /// A sentence for a person.
+    pub message: String,
+}
+
+/// Why a request was refused. Each variant has its HTTP status; bad input never gets a
+/// 5xx.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// 400: the request cannot be read (bad JSON, a NID that does not parse).
+    #[error("{message}")]
+    BadRequest {
+        /// The field at fault.
+        field: Option<String>,
+        /// Why.
+        message: String,
+    },
+    /// 401: no bearer token, or one that no token matches.
+    #[error("{message}")]
+    Unauthorized {
+        /// Why.
+        message: String,
+    },
+    /// 403: the token's role may not do this, or the server is read-only.
+    #[error("{message}")]
+    Forbidden {
+        /// Why.
+        message: String,
+    },
+    /// 404: no such local NI, peer NI, fault rule or path.
+    #[error("{message}")]
+    NotFound {
+        /// The field naming what is missing.
+        field: Option<String>,
+        /// Why.
+        message: String,
+    },
+    /// 409: the request conflicts with the node's state (an NI without fault hooks, a full
+    /// rule table).
+    #[error("{message}")]
+    Conflict {
+        /// The field at fault.
+        field: Option<String>,
+        /// Why.
+        message: String,
+    },
+    /// 415: the body is not `application/json`.
+    #[error("{message}")]
+    UnsupportedMediaType {
+        /// Why.
+        message: String,
+    },
+    /// 422: the request reads well but a value is outside what LNet accepts.
+    #[error("{message}")]
+    Unprocessable {
+        /// The field at fault.
+        field: Option<String>,
+        /// Why.
+        message: String,
+    },
+    /// 503: the node's actors are gone (the daemon is stopping).
+    #[error("{message}")]
+    Unavailable {
+        /// Why.
+        message: String,
+    },
+    /// 500: a document the server built does not match its own schema (a bug).
+    #[error("{message}")]
+    Internal {
+        /// Why.
+        message: String,
+    },
+}
+
+impl ApiError {
+    /// A 400 naming `field`.
+    pub fn bad_request(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::BadRequest {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// A 404 naming `field`.
+    pub fn not_found(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::NotFound {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// A 409 naming `field`.
+    pub fn conflict(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Conflict {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// A 422 naming `field`.
+    pub fn unprocessable(field: &str, message: impl Into<String>) -> ApiError {
+        ApiError::Unprocessable {
+            field: Some(field.to_owned()),
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
+            ApiError::Conflict { .. } => StatusCode::CONFLICT,
+            ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ApiError::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON body of this error.
+    pub fn body(&self) -> ErrorBody {
+        let (field, message) = match self {
+            ApiError::BadRequest { field, message }
+            | ApiError::NotFound { field, message }
+            | ApiError::Conflict { field, message }
+            | ApiError::Unprocessable { field, message } => (field.clone(), message.clone()),
+            ApiError::Unauthorized { message }
+            | ApiError::Forbidden { message }
+            | ApiError::UnsupportedMediaType { message }
+            | ApiError::Unavailable { message }
+            | ApiError::Internal { message } => (None, message.clone()),
+        };
+        ErrorBody {
+            error: ErrorDetail { field, message },
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), axum::Json(self.body())).into_response();
+        if matches!(self, ApiError::Unauthorized { .. }) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"lnet-router\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<actors::NodeError> for ApiError {
+    fn from(e: actors::NodeError) -> ApiError {
+        use actors::NodeError as N;
+        match e {
+            N::NoSuchNi { nid } => ApiError::not_found("nid", format!("no local NI {nid}")),
+            N::NoSuchPeerNi { nid } => ApiError::not_found("nid", format!("no peer NI {nid}")),
+            N::NoFaultHooks { nid } => ApiError::conflict(
+                "nid",
+                format!("local NI {nid} has no fault hooks (its LND does not take fault rules)"),
+            ),
+            N::BadPeer { reason } => ApiError::unprocessable("nids", reason),
+            N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
+            N::Busy { max } => ApiError::Conflict {
+                field: None,
+                message: format!("too many messages in flight ({max}); try again"),
+            },
+            N::FaultRule(e) => fault_add_error(e),
+            N::Route { error } => crate::routing::route_error(&error),
+            N::Stopped => ApiError::Unavailable {
+                message: "the node is stopped".into(),
+            },
+            other => ApiError::Conflict {
+                field: None,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// A refused fault rule as an API error.
+fn fault_add_error(e: lnd::lnd::fault::FaultAddError) -> ApiError {
+    use lnd::lnd::fault::{FaultAddError, FaultRuleError};
+    match e {
+        FaultAddError::Rule(r) => {
+            let field = match r {
+                FaultRuleError::ZeroRate | FaultRuleError::Probability { .. } => "trigger",
+                _ => "action",
+            };
+            ApiError::unprocessable(field, r.to_string())
+        }
+        other => ApiError::Conflict {
+            field: None,
+            message: other.to_string(),
+        },
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WebError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A certificate or key file could not be read or written.
+    #[error("{path}: {source}")]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A certificate or key file holds no usable PEM item.
+    #[error("{path}: {reason}")]
+    Pem {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// rustls refused the certificate and key.
+    #[error("TLS configuration: {reason}")]
+    Tls {
+        /// Why.
+        reason: String,
+    },
+    /// The self-signed certificate could not be generated.
+    #[error("self-signed certificate: {reason}")]
+    CertGen {
+        /// Why.
+        reason: String,
+    },
+    /// The node did not answer while the server was starting.
+    #[error("node: {0}")]
+    Node(#[from] actors::NodeError),
+}

@@ -1,0 +1,66 @@
+//! The REST API of the router daemon: the node's live state as JSON over HTTPS, its events
+//! as server-sent events, Prometheus metrics, and the changes an operator makes.
+//!
+//! # Starting the server
+//!
+//! The daemon builds a [`WebConfig`] (listen address; HTTPS from PEM certificate and key
+//! files, or plain HTTP, read-only unless mutations are allowed) and a [`WebContext`] (the
+//! [`actors::Node`], a [`TokenVerifier`] over its tokens, an optional [`EventSink`] for the
+//! event log, and the node's tunables), then calls [`start`] on a tokio runtime; the
+//! returned [`WebServer`] gives the bound address and stops with [`WebServer::shutdown`].
+//! [`SelfSigned`] makes a certificate for a demo.
+//!
+//! # Endpoints
+//!
+//! Under `/api/v1`, each described in the OpenAPI document served at
+//! `/api/v1/openapi.json` ([`openapi_document`]):
+//!
+//! * reads (any token): `GET nets` (`lnetctl net show -v 4`), `peers` (`peer show -v 4`),
+//!   `stats`, `global`, `recovery/local`, `recovery/peer`, `counters`,
+//!   `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
+//!   `events?after=ID&limit=N`, and `events/stream` (server-sent events, resumable with
+//!   `Last-Event-ID`);
+//! * changes (admin token, recorded as admin events with the token's name):
+//!   `POST nis/{nid}/health` and `peer-nis/{nid}/health` (health reset), `PUT global`
+//!   (tunables, checked with the kernel's ranges), `POST peers`, `POST ping`,
+//!   `POST discover`, `POST nis/{nid}/fault-rules`, `DELETE nis/{nid}/fault-rules/{id}`,
+//!   `POST routes`, `DELETE routes/{net}/{gateway}`;
+//! * `GET /metrics` (Prometheus text; names of the Lustre exporters where they have one),
+//!   `/livez`, `/readyz`.
+//!
+//! Errors are `{"error": {"field": ..., "message": ...}}` with 400, 401, 403, 404, 409,
+//! 415 or 422 ([`ApiError`]); bad input never gets a 5xx.
+
+mod api;
+pub mod dashboard;
+pub mod auth;
+pub mod dto;
+pub mod error;
+pub mod events;
+mod extract;
+pub mod metrics;
+mod routes;
+mod routing;
+mod server;
+mod state;
+mod stream;
+pub mod tls;
+
+pub use api::{
+    ActionSpec, Counters, EventPage, EventsQuery, FaultRuleDoc, FaultRuleList, FaultRuleSpec,
+    GlobalUpdate, HealthReset, HealthResetResult, HooksName, MsgTypeName, PeerAdd, PingNid,
+    PingRequest, PingResult, TriggerSpec, DEFAULT_PING_TIMEOUT_MS, EVENTS_PAGE, EVENTS_PAGE_MAX,
+};
+pub use auth::{
+    EventSink, MemoryTokens, Role, SinkError, TokenError, TokenIdentity, TokenVerifier,
+};
+pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
+pub use events::{ApiEvent, EventBody, EventRing, NiKindDoc};
+pub use routes::openapi_document;
+pub use routing::{
+    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RouteAdd, RouteDoc,
+    RouteList, RoutingDoc,
+};
+pub use server::{start, Transport, WebConfig, WebContext, WebServer};
+pub use stream::StreamQuery;
+pub use tls::SelfSigned;

@@ -1,0 +1,112 @@
+//! The router: every endpoint, and the OpenAPI document generated from their
+//! descriptions.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::{api, metrics, routing, stream};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "lnet-router REST API",
+        description = "The live state of an LNet router as the `lnetctl ... show` documents, \
+            its events, and the changes an operator makes (health resets, tunables, peers, \
+            ping, discovery, fault rules). Changes need an admin token.",
+        license(name = "Apache-2.0")
+    ),
+    tags(
+        (name = "show", description = "The lnetctl show documents"),
+        (name = "change", description = "Changes to the node (admin token)"),
+        (name = "events", description = "Health, status, recovery and admin events"),
+        (name = "probes", description = "Metrics, liveness and readiness"),
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document (`GET /api/v1/openapi.json`).
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "probes",
+    responses((status = 200, description = "This document", content_type = "application/json")))]
+pub(crate) async fn openapi_json(State(s): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        s.shared.openapi.clone(),
+    )
+        .into_response()
+}
+
+/// A JSON 404 for every path the API does not have.
+async fn not_found() -> ApiError {
+    ApiError::NotFound {
+        field: None,
+        message: "no such endpoint".into(),
+    }
+}
+
+/// The routes with their state type, and the OpenAPI document they describe.
+pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
+    let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(api::get_nets))
+        .routes(routes!(api::get_peers, api::add_peer))
+        .routes(routes!(api::get_stats))
+        .routes(routes!(api::get_global, api::put_global))
+        .routes(routes!(api::get_recovery_local))
+        .routes(routes!(api::get_recovery_peer))
+        .routes(routes!(api::get_counters))
+        .routes(routes!(api::get_events))
+        .routes(routes!(stream::event_stream))
+        .routes(routes!(api::reset_local_health))
+        .routes(routes!(api::reset_peer_health))
+        .routes(routes!(api::ping))
+        .routes(routes!(api::discover))
+        .routes(routes!(api::list_fault_rules, api::add_fault_rule))
+        .routes(routes!(api::remove_fault_rule))
+        .routes(routes!(routing::get_routes, routing::add_route))
+        .routes(routes!(routing::del_route))
+        .routes(routes!(routing::get_routing))
+        .routes(routes!(metrics::metrics))
+        .routes(routes!(metrics::livez))
+        .routes(routes!(metrics::readyz))
+        .routes(routes!(openapi_json))
+        .split_for_parts();
+    let components = doc.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+    );
+    (
+        router
+            .merge(crate::dashboard::router())
+            .fallback(not_found)
+            .method_not_allowed_fallback(|| async { method_not_allowed() }),
+        doc,
+    )
+}
+
+/// The OpenAPI document of the API as JSON, as the server serves it.
+pub fn openapi_document() -> String {
+    build().1.to_pretty_json().unwrap_or_default()
+}
+
+/// A 405 answer for a path that has no such method, as JSON.
+pub(crate) fn method_not_allowed() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        axum::Json(
+            ApiError::BadRequest {
+                field: None,
+                message: "this path has no such method".into(),
+            }
+            .body(),
+        ),
+    )
+        .into_response()
+}

@@ -1,0 +1,225 @@
+//! Starting and stopping the server.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actors::Node;
+use lnet::tunables::Tunables;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::auth::{EventSink, TokenVerifier};
+use crate::error::WebError;
+use crate::events::{feed, EventRing};
+use crate::state::{AppState, Shared};
+
+/// How the server is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transport {
+    /// HTTPS with the certificate chain and private key in these PEM files (the default).
+    Https {
+        /// The certificate chain.
+        cert: PathBuf,
+        /// The private key.
+        key: PathBuf,
+    },
+    /// Plain HTTP, for a loopback-only or otherwise protected listener. Read-only unless
+    /// `allow_mutations`: every change is then refused with 403.
+    PlainHttp {
+        /// Whether admin tokens may change the node over plain HTTP.
+        allow_mutations: bool,
+    },
+}
+
+/// The server's settings.
+#[derive(Debug, Clone)]
+pub struct WebConfig {
+    /// Where to listen (port 0: an ephemeral port; see [`WebServer::local_addr`]).
+    pub listen: SocketAddr,
+    /// HTTPS or plain HTTP.
+    pub transport: Transport,
+    /// Whether `/metrics` answers without a token (for a scraper without credentials).
+    pub public_metrics: bool,
+    /// How many events the ring keeps for `GET /api/v1/events` and stream resumption.
+    pub event_capacity: usize,
+    /// The longest transaction timeout a ping or a discovery may ask for.
+    pub max_ping_timeout: Duration,
+}
+
+impl WebConfig {
+    /// HTTPS on `listen` with the certificate and key in these files; metrics need a
+    /// token; 4096 events kept; pings of at most 60 s.
+    pub fn https(listen: SocketAddr, cert: PathBuf, key: PathBuf) -> WebConfig {
+        WebConfig {
+            listen,
+            transport: Transport::Https { cert, key },
+            public_metrics: false,
+            event_capacity: 4096,
+            max_ping_timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// Plain HTTP on `listen`, read-only unless `allow_mutations`; otherwise as
+    /// [`WebConfig::https`].
+    pub fn plain_http(listen: SocketAddr, allow_mutations: bool) -> WebConfig {
+        WebConfig {
+            transport: Transport::PlainHttp { allow_mutations },
+            ..WebConfig::https(listen, PathBuf::new(), PathBuf::new())
+        }
+    }
+}
+
+/// What the server serves and whom it trusts.
+#[derive(Clone)]
+pub struct WebContext {
+    /// The node.
+    pub node: Node,
+    /// Who a bearer token belongs to (the store's token table, or [`crate::MemoryTokens`]).
+    pub tokens: Arc<dyn TokenVerifier>,
+    /// Where every event also goes (the store's event log), if anywhere.
+    pub sink: Option<Arc<dyn EventSink>>,
+    /// The tunables the node was started with (the node takes tunables whole, so the API
+    /// keeps the current set and changes it key by key).
+    pub tunables: Tunables,
+}
+
+impl std::fmt::Debug for WebContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebContext")
+            .field("node", &self.node)
+            .field("sink", &self.sink.is_some())
+            .field("tunables", &self.tunables)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct WebServer {
+    addr: SocketAddr,
+    https: bool,
+    handle: axum_server::Handle,
+    stop: watch::Sender<bool>,
+    serve: JoinHandle<std::io::Result<()>>,
+    feeder: JoinHandle<()>,
+    ring: Arc<EventRing>,
+}
+
+/// How long a stop waits for requests in progress.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Starts the server: binds `config.listen`, subscribes the event ring to the node's bus,
+/// and serves until [`WebServer::shutdown`]. Runs on the current tokio runtime (the
+/// node's actix system, or any other).
+pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebError> {
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| WebError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| WebError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| WebError::Bind {
+        addr: config.listen,
+        source,
+    })?;
+    let tls = match &config.transport {
+        Transport::Https { cert, key } => Some(crate::tls::server_config(cert, key)?),
+        Transport::PlainHttp { .. } => None,
+    };
+    let tls_on = tls.is_some();
+    let mutations_allowed = match config.transport {
+        Transport::Https { .. } => true,
+        Transport::PlainHttp { allow_mutations } => allow_mutations,
+    };
+
+    let ring = Arc::new(EventRing::new(config.event_capacity, ctx.sink.clone()));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let feeding = Arc::new(AtomicBool::new(true));
+    let bus = ctx.node.events().subscribe();
+    let feeder = {
+        let (ring, clock, stop, feeding) = (
+            Arc::clone(&ring),
+            ctx.node.clock(),
+            stop_rx.clone(),
+            Arc::clone(&feeding),
+        );
+        tokio::spawn(async move {
+            feed(ring, bus, clock, stop).await;
+            feeding.store(false, Ordering::SeqCst);
+        })
+    };
+
+    let (router, doc) = crate::routes::build();
+    let state = AppState {
+        shared: Arc::new(Shared {
+            node: ctx.node,
+            tokens: ctx.tokens,
+            ring: Arc::clone(&ring),
+            tunables: tokio::sync::Mutex::new(ctx.tunables),
+            mutations_allowed,
+            public_metrics: config.public_metrics,
+            max_timeout: config.max_ping_timeout,
+            stop: stop_rx,
+            feeding,
+            openapi: doc.to_json().unwrap_or_default(),
+        }),
+    };
+    let app = router.with_state(state).into_make_service();
+    let handle = axum_server::Handle::new();
+    let serve = match tls {
+        Some(tls) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
+            let server = axum_server::from_tcp_rustls(listener, config).handle(handle.clone());
+            tokio::spawn(async move { server.serve(app).await })
+        }
+        None => {
+            let server = axum_server::from_tcp(listener).handle(handle.clone());
+            tokio::spawn(async move { server.serve(app).await })
+        }
+    };
+    tracing::info!(%addr, https = tls_on, mutations_allowed, "REST API listening");
+    Ok(WebServer {
+        addr,
+        https: tls_on,
+        handle,
+        stop: stop_tx,
+        serve,
+        feeder,
+        ring,
+    })
+}
+
+impl WebServer {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL (`https://127.0.0.1:PORT`).
+    pub fn url(&self) -> String {
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The event ring (the events `GET /api/v1/events` serves).
+    pub fn ring(&self) -> Arc<EventRing> {
+        Arc::clone(&self.ring)
+    }
+
+    /// Stops: event streams end, requests in progress get a few seconds, the listener
+    /// closes.
+    pub async fn shutdown(self) {
+        self.stop.send_replace(true);
+        self.handle.graceful_shutdown(Some(GRACE));
+        let _ = self.serve.await;
+        let _ = self.feeder.await;
+    }
+}

@@ -1,0 +1,64 @@
+//! What every handler shares: the node, the token verifier, the event ring, the tunables
+//! the API last set, and the server's settings.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actors::Node;
+use lnet::tunables::Tunables;
+use tokio::sync::watch;
+
+use crate::auth::{TokenIdentity, TokenVerifier};
+use crate::events::{ApiEvent, EventBody, EventRing};
+
+/// The shared state behind [`AppState`].
+pub(crate) struct Shared {
+    pub(crate) node: Node,
+    pub(crate) tokens: Arc<dyn TokenVerifier>,
+    pub(crate) ring: Arc<EventRing>,
+    /// The tunables in force: the node takes them whole, so the API keeps the current set.
+    pub(crate) tunables: tokio::sync::Mutex<Tunables>,
+    pub(crate) mutations_allowed: bool,
+    pub(crate) public_metrics: bool,
+    pub(crate) max_timeout: Duration,
+    /// Fires when the server stops: event streams end.
+    pub(crate) stop: watch::Receiver<bool>,
+    /// Whether the ring's feeder still reads the node's bus.
+    pub(crate) feeding: Arc<AtomicBool>,
+    /// The OpenAPI document, as JSON.
+    pub(crate) openapi: String,
+}
+
+/// The state of every handler (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl AppState {
+    /// Records an admin event for a change `who` made.
+    pub(crate) fn admin_event(
+        &self,
+        who: &TokenIdentity,
+        action: &str,
+        target: Option<String>,
+        detail: String,
+    ) -> ApiEvent {
+        tracing::info!(token = %who.name, action, ?target, %detail, "admin change");
+        self.shared.ring.push(
+            self.shared.node.clock().now().as_millis(),
+            EventBody::Admin {
+                token: who.name.clone(),
+                action: action.to_owned(),
+                target,
+                detail,
+            },
+        )
+    }
+
+    /// Whether the event feeder is running.
+    pub(crate) fn feeding(&self) -> bool {
+        self.shared.feeding.load(Ordering::SeqCst)
+    }
+}
