@@ -223,8 +223,13 @@ impl Node {
     /// credits.
     pub async fn peer_show(&self) -> Result<PeerShow, NodeError> {
         let peers = self.peers().await?;
-        let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> =
-            self.routing_show().await?.buffers.peers.into_iter().collect();
+        let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> = self
+            .routing_show()
+            .await?
+            .buffers
+            .peers
+            .into_iter()
+            .collect();
         Ok(PeerShow {
             peers: peers
                 .iter()
@@ -232,11 +237,7 @@ impl Node {
                     primary_nid: p.primary,
                     multi_rail: p.multi_rail,
                     peer_state: 0,
-                    nis: p
-                        .nis
-                        .iter()
-                        .map(|v| peer_ni(v, rtr.get(&v.nid)))
-                        .collect(),
+                    nis: p.nis.iter().map(|v| peer_ni(v, rtr.get(&v.nid))).collect(),
                 })
                 .collect(),
         })

@@ -10,8 +10,8 @@ use lnet::tunables::Tunables;
 use lnet::{Net, Nid};
 use store::Store;
 use web::{
-    ApiEvent, EventBody, EventSink, NiKindDoc, Role, SinkError, TokenIdentity, TokenVerifier,
-    Transport, WebConfig, WebContext, WebError, WebServer,
+    ApiEvent, ConfigStore, EventBody, EventSink, NiKindDoc, Role, SinkError, TokenIdentity,
+    TokenVerifier, Transport, WebConfig, WebContext, WebError, WebServer,
 };
 
 /// Where and how the API listens.
@@ -217,12 +217,58 @@ impl EventSink for StoreLog {
     }
 }
 
+/// The store, as the API keeps its configuration changes there.
+#[derive(Debug, Clone)]
+pub struct StoreConfig(pub Arc<Store>);
+
+fn kept(e: store::StoreError) -> SinkError {
+    SinkError {
+        reason: e.to_string(),
+    }
+}
+
+impl ConfigStore for StoreConfig {
+    fn add_route(&self, route: &lnet::route::RouteSpec) -> Result<(), SinkError> {
+        self.0
+            .add_route(&lnet::config::Route {
+                net: route.net,
+                gateway: route.gateway,
+                hop: route.hops.map(i64::from),
+                priority: Some(route.priority),
+                health_sensitivity: None,
+                state: None,
+                route_type: None,
+            })
+            .map_err(kept)
+    }
+
+    fn delete_route(&self, net: Net, gateway: Nid) -> Result<(), SinkError> {
+        self.0.delete_route(net, &gateway).map_err(kept)
+    }
+
+    fn set_tunable(&self, name: lnet::tunables::TunableName, value: u32) -> Result<(), SinkError> {
+        self.0.set_tunable(name, value).map_err(kept)
+    }
+
+    fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError> {
+        self.0
+            .put_peer(&lnet::config::Peer {
+                primary_nid: primary,
+                multi_rail,
+                peer_state: None,
+                peer_nis: nids.iter().map(|n| lnet::config::PeerNi::new(*n)).collect(),
+            })
+            .map_err(kept)
+    }
+}
+
 /// Starts the API for `node`.
 pub async fn start(
     node: Node,
     settings: &ApiSettings,
     tokens: Arc<dyn TokenVerifier>,
     sink: Option<Arc<dyn EventSink>>,
+    config_store: Option<Arc<dyn ConfigStore>>,
     tunables: Tunables,
 ) -> Result<WebServer, WebError> {
     let mut config = WebConfig::plain_http(settings.listen, false);
@@ -234,6 +280,7 @@ pub async fn start(
             tokens,
             sink,
             tunables,
+            config: config_store,
         },
     )
     .await

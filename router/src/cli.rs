@@ -342,7 +342,9 @@ fn route_of(v: &serde_json::Value, verbose: bool) -> Option<Route> {
         net: at(v, "/net").as_str()?.parse().ok()?,
         gateway: at(v, "/gateway").as_str()?.parse().ok()?,
         hop: at(v, "/hop").as_i64(),
-        priority: at(v, "/priority").as_u64().and_then(|p| u32::try_from(p).ok()),
+        priority: at(v, "/priority")
+            .as_u64()
+            .and_then(|p| u32::try_from(p).ok()),
         health_sensitivity: None,
         state: verbose
             .then(|| match at(v, "/state").as_str() {
@@ -492,7 +494,11 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             } else {
                 lnet::config::RoutingState::Disabled
             };
-            let total = |k: &str| at(&v, "/buffers")[k].as_u64().and_then(|n| u32::try_from(n).ok());
+            let total = |k: &str| {
+                at(&v, "/buffers")[k]
+                    .as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+            };
             Ok(Config {
                 routing: Some(Routing { enable, cpts }),
                 buffers: Some(Buffers {
@@ -577,7 +583,10 @@ fn ping_yaml(cl: &Client, as_json: bool, v: &serde_json::Value) -> Result<String
         return Ok(serde_json::to_string_pretty(v).unwrap_or_default() + "\n");
     }
     if !at(v, "/ok").as_bool().unwrap_or(false) {
-        return Err(cl.err(-110, at(v, "/error").as_str().unwrap_or("no reply").to_owned()));
+        return Err(cl.err(
+            -110,
+            at(v, "/error").as_str().unwrap_or("no reply").to_owned(),
+        ));
     }
     let nid = |x: &serde_json::Value| x.as_str().and_then(|s| s.parse().ok());
     let show = PingShow {

@@ -149,6 +149,7 @@ async fn serve(
             &settings,
             std::sync::Arc::clone(&tokens),
             None,
+            None,
             tunables,
         )
         .await

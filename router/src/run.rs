@@ -159,6 +159,7 @@ pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
                 &api.settings,
                 tokens,
                 Some(sink),
+                Some(Arc::new(crate::api::StoreConfig(Arc::clone(&api.store)))),
                 plan.tunables.clone(),
             )
             .await

@@ -95,7 +95,7 @@ lnet-router:
     .unwrap();
     let data = dir.path().join("data");
     let api = format!("127.0.0.1:{API}");
-    let mut d = Daemon::start_args(&[
+    let args: Vec<&std::ffi::OsStr> = vec![
         "run".as_ref(),
         "--config".as_ref(),
         config.as_os_str(),
@@ -109,7 +109,8 @@ lnet-router:
         cert_path.as_os_str(),
         "--tls-key".as_ref(),
         key_path.as_os_str(),
-    ]);
+    ];
+    let mut d = Daemon::start_args(&args);
     for addr in [
         SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 36, 1)), PORT),
         SocketAddr::from(([127, 0, 0, 1], API)),
@@ -239,6 +240,42 @@ lnet-router:
     let (_, out, _) = run(READER, &["net", "show", "-v", "3"]);
     assert!(out.contains("health value: 500"), "{out}");
 
+    // A route added through the API is kept in the store: it is there after a restart
+    // with the same configuration file.
+    let (ok, _, err) = run(
+        ADMIN,
+        &[
+            "route",
+            "add",
+            "--net",
+            "tcp8",
+            "--gateway",
+            "127.0.36.8@tcp",
+            "--hop",
+            "2",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = run(ADMIN, &["set", "retry_count", "1"]);
+    assert!(ok, "{err}");
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    let mut d = Daemon::start_args(&args);
+    timeout(
+        WAIT,
+        wait_listening(&mut d, SocketAddr::from(([127, 0, 0, 1], API))),
+    )
+    .await
+    .expect("bounded");
+    let (ok, out, err) = run(READER, &["route", "show"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("net: tcp8\n      gateway: 127.0.36.8@tcp\n      hop: 2\n"),
+        "{out}"
+    );
+    let (_, out, _) = run(READER, &["global", "show"]);
+    assert!(out.contains("retry_count: 1\n"), "{out}");
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");

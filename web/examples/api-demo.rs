@@ -124,6 +124,7 @@ async fn run(args: Args) -> Result<(), String> {
             tokens: Arc::new(tokens),
             sink: None,
             tunables: Tunables::default(),
+            config: None,
         },
     )
     .await

@@ -528,6 +528,17 @@ pub(crate) async fn put_global(
     let mut current = s.shared.tunables.lock().await;
     let mut next = current.clone();
     req.apply(&mut next)?;
+    if let Some(store) = &s.shared.config {
+        for name in lnet::tunables::TunableName::ALL {
+            if next.get(name) != current.get(name) {
+                store
+                    .set_tunable(name, next.get(name))
+                    .map_err(|e| ApiError::Internal {
+                        message: format!("{name} could not be kept: {e}"),
+                    })?;
+            }
+        }
+    }
     s.shared.node.set_tunables(next.clone()).await?;
     *current = next;
     let doc = lnet::show::GlobalShow::from_tunables(&current);
@@ -594,6 +605,13 @@ pub(crate) async fn add_peer(
     let multi_rail = req.multi_rail.unwrap_or(true);
     let node = &s.shared.node;
     node.add_peer(primary, nids.clone(), multi_rail).await?;
+    if let Some(store) = &s.shared.config {
+        store
+            .put_peer(primary, &nids, multi_rail)
+            .map_err(|e| ApiError::Internal {
+                message: format!("the peer could not be kept: {e}"),
+            })?;
+    }
     let show = node.peer_show().await?;
     let peer = show
         .peers

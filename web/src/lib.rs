@@ -32,13 +32,14 @@
 //! 415 or 422 ([`ApiError`]); bad input never gets a 5xx.
 
 mod api;
-pub mod dashboard;
 pub mod auth;
+pub mod dashboard;
 pub mod dto;
 pub mod error;
 pub mod events;
 mod extract;
 pub mod metrics;
+pub mod persist;
 mod routes;
 mod routing;
 mod server;
@@ -56,6 +57,7 @@ pub use auth::{
 };
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
 pub use events::{ApiEvent, EventBody, EventRing, NiKindDoc};
+pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use routing::{
     BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RouteAdd, RouteDoc,

@@ -279,6 +279,14 @@ pub(crate) async fn add_route(
     };
     let node = &s.shared.node;
     node.add_route(spec).await?;
+    if let Some(store) = &s.shared.config {
+        if let Err(e) = store.add_route(&spec) {
+            let _ = node.del_route(spec.net, spec.gateway).await;
+            return Err(ApiError::Internal {
+                message: format!("the route could not be kept: {e}"),
+            });
+        }
+    }
     let doc = node
         .routes()
         .await?
@@ -328,6 +336,13 @@ pub(crate) async fn del_route(
             "gateway",
             format!("no route to {net} via {gateway}"),
         ));
+    }
+    if let Some(store) = &s.shared.config {
+        store
+            .delete_route(net, gateway)
+            .map_err(|e| ApiError::Internal {
+                message: format!("the route was deleted but the deletion could not be kept: {e}"),
+            })?;
     }
     s.admin_event(
         &admin.0,

@@ -85,6 +85,9 @@ pub struct WebContext {
     /// The tunables the node was started with (the node takes tunables whole, so the API
     /// keeps the current set and changes it key by key).
     pub tunables: Tunables,
+    /// Where configuration changes (routes, peers, tunables) are kept (the store), if
+    /// anywhere.
+    pub config: Option<Arc<dyn crate::persist::ConfigStore>>,
 }
 
 impl std::fmt::Debug for WebContext {
@@ -170,6 +173,7 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
             stop: stop_rx,
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
+            config: ctx.config,
         }),
     };
     let app = router.with_state(state).into_make_service();

@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) feeding: Arc<AtomicBool>,
     /// The OpenAPI document, as JSON.
     pub(crate) openapi: String,
+    /// Where configuration changes are kept, if anywhere.
+    pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
 }
 
 /// The state of every handler (cheap to clone).

@@ -3,5 +3,37 @@
 //! [`wire`] is the pure codec of its messages: the `kib_msg` header and bodies, RDMA
 //! descriptors, the connection-reject private data and the optional checksum. It does no
 //! verbs calls, opens no sockets and reads no clock.
+//!
+//! The driver keeps its protocol decisions in plain modules that build and test everywhere:
+//! [`config`] (the tunables), [`connect`] (CONNREQ checks and rejects, CONNACK checks, the
+//! reaction to a reject), [`credits`] (the credit flow of a connection) and [`status`]
+//! (send failures to health statuses). With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
+//! NI over real verbs and RDMA-CM (`ni`, with the C calls confined to `sys`): a listener
+//! on port 987, active connects, IMMEDIATE messages, PUT by RDMA WRITE
+//! (PUT_REQ/PUT_ACK/PUT_DONE, PUT_NAK), the responder side of an optimised GET
+//! (GET_REQ, the REPLY written by RDMA, GET_DONE), NOOPs for credits and keepalive, tx
+//! deadlines, and connection events mapped to health statuses and
+//! [`crate::LndHandler::on_peer_down`]. The feature needs libibverbs and librdmacm (and
+//! the build tools of the `ibverbs` crate), which a plain `cargo test` does not.
+//!
+//! What this NI does not do yet: originate an optimised GET (a GET always goes as an
+//! IMMEDIATE, as the kernel does when routing), FastReg/FMR mapping of caller memory (bulk
+//! data is copied through pools registered once), several connections per peer
+//! (`conns_per_peer` is 1), privileged source ports, checksums on sent messages, and
+//! fault injection rules.
 
+pub mod config;
+pub mod connect;
+pub mod credits;
+#[cfg(feature = "o2ib-verbs")]
+mod ni;
+#[cfg(feature = "o2ib-verbs")]
+pub mod probe;
+pub mod status;
+#[cfg(feature = "o2ib-verbs")]
+pub mod sys;
 pub mod wire;
+
+pub use config::O2ibLndConfig;
+#[cfg(feature = "o2ib-verbs")]
+pub use ni::{ConnInfo, O2ibLnd, O2ibStats, StartError};

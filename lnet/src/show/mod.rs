@@ -34,7 +34,18 @@ use crate::config::print::{self, Key, Node};
 
 /// The verbosity of a `show` command: `-v` alone is 1, `-v N` is N, none is 0 (reference
 /// 4.0). Levels above 4 print as 4.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct Verbosity(pub u8);
 
 impl Verbosity {

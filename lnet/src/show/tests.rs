@@ -662,7 +662,9 @@ fn parse_errors_name_the_field() {
 /// can print lnetctl's YAML from it.
 #[test]
 fn show_documents_round_trip_through_json() {
-    fn round<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(v: &T) {
+    fn round<T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug>(
+        v: &T,
+    ) {
         let json = serde_json::to_string(v).unwrap();
         let back: T = serde_json::from_str(&json).unwrap();
         assert_eq!(&back, v, "{json}");

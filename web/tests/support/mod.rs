@@ -102,6 +102,7 @@ pub async fn serve_with(
             tokens: Arc::new(store_backend::StoreTokens(Arc::clone(&store))),
             sink: Some(Arc::new(store_backend::StoreLog(Arc::clone(&store)))),
             tunables,
+            config: None,
         },
     )
     .await

@@ -1,0 +1,195 @@
+//! The configuration of one o2iblnd NI: the ko2iblnd tunables (protocol reference §1.15)
+//! that this driver honours, and the sizes of its registered buffer pools.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::Duration;
+
+use lnet::{LndType, Nid};
+
+use super::wire::{Version, IBLND_DEFAULT_QUEUE_DEPTH, IBLND_DEFAULT_SERVICE_PORT};
+
+/// Default `timeout` (since 2.16.53): a tx may wait this long on a connection.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(50);
+/// Default `keepalive`: a NOOP goes out after this long without a send.
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(100);
+/// `RDMA_RESOLVE_TIMEOUT`: address and route resolution, each.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_millis(5000);
+/// Default number of message buffers (`ntx`).
+pub const DEFAULT_NTX: usize = 512;
+/// Default number of 1 MiB bulk buffers in each of the source and sink pools.
+pub const DEFAULT_BULK_BUFFERS: usize = 32;
+/// Default number of connections the NI can hold at once (receive buffers are set aside
+/// for each).
+pub const DEFAULT_MAX_CONNS: usize = 32;
+/// Bytes of one bulk buffer: `LNET_MTU`.
+pub const BULK_BUFFER_BYTES: usize = 1 << 20;
+
+/// What it takes to start an o2iblnd NI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct O2ibLndConfig {
+    /// The NI's NID (`<IPv4 address>@o2ib<n>`); the RDMA-CM listener binds its address.
+    pub nid: Nid,
+    /// The NI's incarnation (microseconds since the epoch at start-up, as the kernel uses).
+    pub incarnation: u64,
+    /// The port to listen on (`service`, 987); `None`: no listener (active side only).
+    pub listen_port: Option<u16>,
+    /// The port peers listen on (`service`).
+    pub peer_port: u16,
+    /// `peer_credits`: the queue depth offered and the largest accepted (8..=255).
+    pub peer_credits: u16,
+    /// `peer_credits_hiw` (0: `peer_credits / 2`).
+    pub peercredits_hiw: u16,
+    /// `concurrent_sends` (0: `peer_credits`).
+    pub concurrent_sends: u16,
+    /// The version an active connect starts with (v2; v1 only to talk to old peers).
+    pub version: Version,
+    /// `timeout`: deadline of a tx on a connection.
+    pub timeout: Duration,
+    /// `keepalive`: send a NOOP after this long without a send; `None`: never.
+    pub keepalive: Option<Duration>,
+    /// `retry_count` of the RDMA-CM connect.
+    pub retry_count: u8,
+    /// `rnr_retry_count` of the RDMA-CM connect.
+    pub rnr_retry_count: u8,
+    /// Message buffers (each 4096 bytes, registered once).
+    pub ntx: usize,
+    /// 1 MiB bulk buffers in each of the source and sink pools (registered once).
+    pub bulk_buffers: usize,
+    /// Connections the NI can hold at once.
+    pub max_conns: usize,
+}
+
+/// A configuration that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The NID is not on an o2ib net or has no IPv4 address.
+    #[error("{nid} is not an IPv4 NID on an o2ib net")]
+    NotO2ib {
+        /// The NID.
+        nid: Nid,
+    },
+    /// `peer_credits` outside 8..=255.
+    #[error("peer_credits {got} outside 8..=255")]
+    PeerCredits {
+        /// The value.
+        got: u16,
+    },
+    /// A pool with no buffers, or too many connections for the wr_id encoding.
+    #[error("{what} must be in 1..={max}, got {got}")]
+    PoolSize {
+        /// Which pool.
+        what: &'static str,
+        /// The value.
+        got: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+}
+
+impl O2ibLndConfig {
+    /// The defaults of ko2iblnd for `nid`.
+    pub fn new(nid: Nid, incarnation: u64) -> O2ibLndConfig {
+        O2ibLndConfig {
+            nid,
+            incarnation,
+            listen_port: Some(IBLND_DEFAULT_SERVICE_PORT),
+            peer_port: IBLND_DEFAULT_SERVICE_PORT,
+            peer_credits: IBLND_DEFAULT_QUEUE_DEPTH,
+            peercredits_hiw: 0,
+            concurrent_sends: 0,
+            version: Version::V2,
+            timeout: DEFAULT_TIMEOUT,
+            keepalive: Some(DEFAULT_KEEPALIVE),
+            retry_count: 5,
+            rnr_retry_count: 6,
+            ntx: DEFAULT_NTX,
+            bulk_buffers: DEFAULT_BULK_BUFFERS,
+            max_conns: DEFAULT_MAX_CONNS,
+        }
+    }
+
+    /// The NI's IPv4 address.
+    pub fn ip(&self) -> Option<Ipv4Addr> {
+        if self.nid.net.lnd != LndType::O2IBLND {
+            return None;
+        }
+        self.nid.addr_u32().map(Ipv4Addr::from)
+    }
+
+    /// The address of a peer's listener.
+    pub fn peer_addr(&self, peer: Nid) -> Option<SocketAddrV4> {
+        if peer.net != self.nid.net {
+            return None;
+        }
+        peer.addr_u32()
+            .map(|a| SocketAddrV4::new(Ipv4Addr::from(a), self.peer_port))
+    }
+
+    /// How long an active connect may take before it is aborted: `max(5 s, timeout/4)`.
+    pub fn connreq_timeout(&self) -> Duration {
+        (self.timeout / 4).max(Duration::from_secs(5))
+    }
+
+    /// How long a tx may wait for a connection: the connect timeout plus two resolutions.
+    pub fn wait_for_conn_timeout(&self) -> Duration {
+        self.connreq_timeout() + 2 * RESOLVE_TIMEOUT
+    }
+
+    /// Receive buffers of one connection: `2·queue_depth + 2`.
+    pub fn rx_per_conn(&self) -> usize {
+        2 * usize::from(self.peer_credits) + 2
+    }
+
+    /// Checks that the configuration can run.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.ip().is_none() {
+            return Err(ConfigError::NotO2ib { nid: self.nid });
+        }
+        if !(8..=255).contains(&self.peer_credits) {
+            return Err(ConfigError::PeerCredits {
+                got: self.peer_credits,
+            });
+        }
+        for (what, got, max) in [
+            ("ntx", self.ntx, 1 << 20),
+            ("bulk_buffers", self.bulk_buffers, 1024),
+            ("max_conns", self.max_conns, 1 << 16),
+        ] {
+            if got == 0 || got > max {
+                return Err(ConfigError::PoolSize { what, got, max });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_checks() {
+        let nid: Nid = "10.0.0.1@o2ib".parse().unwrap();
+        let c = O2ibLndConfig::new(nid, 1);
+        assert_eq!(c.validate(), Ok(()));
+        assert_eq!(c.ip(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+        assert_eq!(c.connreq_timeout(), Duration::from_millis(12_500));
+        assert_eq!(c.wait_for_conn_timeout(), Duration::from_millis(22_500));
+        assert_eq!(c.rx_per_conn(), 18);
+        assert_eq!(
+            c.peer_addr("10.0.0.2@o2ib".parse().unwrap()),
+            Some("10.0.0.2:987".parse().unwrap())
+        );
+        assert_eq!(c.peer_addr("10.0.0.2@tcp".parse().unwrap()), None);
+        let tcp = O2ibLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
+        assert!(matches!(tcp.validate(), Err(ConfigError::NotO2ib { .. })));
+        let mut small = c.clone();
+        small.peer_credits = 4;
+        assert!(matches!(
+            small.validate(),
+            Err(ConfigError::PeerCredits { got: 4 })
+        ));
+    }
+}

@@ -1,0 +1,738 @@
+//! o2iblnd over real verbs: two NIs on the two soft-RoCE devices of the rdma-vm
+//! (`scripts/o2ib-vm-test` builds these tests on the host and runs them inside the VM,
+//! which sets RDMAVM_DEV0/1 and RDMAVM_IP0/1). Outside the VM every test says so and
+//! returns. Each test listens on its own port, so tests can share the VM run.
+#![cfg(feature = "o2ib-verbs")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lnd::lnd::PeerDown;
+use lnd::o2iblnd::probe::{connect_raw, ProbeOutcome};
+use lnd::o2iblnd::wire::{Body, ConnParams, KibMsg, RejWhy, Version};
+use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
+use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnet::health::HealthStatus;
+use lnet::{Header, Message, Nid, WireHandle};
+use tokio::sync::{mpsc, Notify};
+use tokio::time::Instant;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Vm {
+    dev: [String; 2],
+    ip: [Ipv4Addr; 2],
+}
+
+fn vm(test: &str) -> Option<Vm> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("lnd=info")),
+        )
+        .with_test_writer()
+        .try_init();
+    let Ok(dev0) = std::env::var("RDMAVM_DEV0") else {
+        // Written past the test harness's capture so that a skip is always visible.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: not inside the rdma-vm (RDMAVM_DEV0 is unset); \
+             run scripts/o2ib-vm-test to run it on soft-RoCE"
+        );
+        return None;
+    };
+    let dev1 = std::env::var("RDMAVM_DEV1").unwrap();
+    let ip0 = std::env::var("RDMAVM_IP0").unwrap().parse().unwrap();
+    let ip1 = std::env::var("RDMAVM_IP1").unwrap().parse().unwrap();
+    Some(Vm {
+        dev: [dev0, dev1],
+        ip: [ip0, ip1],
+    })
+}
+
+fn counters(dev: &str) -> HashMap<String, u64> {
+    let dir = format!("/sys/class/infiniband/{dev}/ports/1/hw_counters");
+    let mut out = HashMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let v = std::fs::read_to_string(e.path()).unwrap_or_default();
+        if let Ok(n) = v.trim().parse() {
+            out.insert(e.file_name().to_string_lossy().into_owned(), n);
+        }
+    }
+    out
+}
+
+/// The device counters, read after the counter cache (`lifespan`) has expired.
+async fn counters_now(dev: &str) -> HashMap<String, u64> {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    counters(dev)
+}
+
+fn delta(before: &HashMap<String, u64>, after: &HashMap<String, u64>, key: &str) -> u64 {
+    after.get(key).copied().unwrap_or(0) - before.get(key).copied().unwrap_or(0)
+}
+
+/// What the test handler does with a header.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Receive,
+    /// Sleep this long in every `on_header` (a slow receiver).
+    Slow(Duration),
+    /// Wait in `on_header` of the n-th message (0-based) until released.
+    HoldAt(usize),
+}
+
+struct Handler {
+    mode: Mode,
+    seen: Mutex<usize>,
+    release: Notify,
+    msgs: mpsc::UnboundedSender<RxMessage>,
+    done: mpsc::UnboundedSender<TxCompletion>,
+    down: mpsc::UnboundedSender<PeerDown>,
+}
+
+impl LndHandler for Handler {
+    async fn on_header(&self, _rx: RxHeader) -> RxDecision {
+        let n = {
+            let mut s = self.seen.lock().unwrap();
+            *s += 1;
+            *s - 1
+        };
+        match self.mode {
+            Mode::Receive => {}
+            Mode::Slow(d) => tokio::time::sleep(d).await,
+            Mode::HoldAt(k) if k == n => self.release.notified().await,
+            Mode::HoldAt(_) => {}
+        }
+        RxDecision::Receive(BytesMut::new())
+    }
+    async fn on_message(&self, msg: RxMessage) {
+        let _ = self.msgs.send(msg);
+    }
+    fn on_send_complete(&self, done: TxCompletion) {
+        let _ = self.done.send(done);
+    }
+    fn on_peer_down(&self, down: PeerDown) {
+        let _ = self.down.send(down);
+    }
+}
+
+struct Node {
+    lnd: O2ibLnd<Handler>,
+    handler: Arc<Handler>,
+    msgs: mpsc::UnboundedReceiver<RxMessage>,
+    done: mpsc::UnboundedReceiver<TxCompletion>,
+    down: mpsc::UnboundedReceiver<PeerDown>,
+}
+
+fn o2ib(ip: Ipv4Addr) -> Nid {
+    format!("{ip}@o2ib").parse().unwrap()
+}
+
+fn config(ip: Ipv4Addr, port: u16) -> O2ibLndConfig {
+    let mut c = O2ibLndConfig::new(o2ib(ip), 0x6000_0000 + u64::from(u32::from(ip)));
+    c.listen_port = Some(port);
+    c.peer_port = port;
+    c
+}
+
+impl Node {
+    async fn start(cfg: O2ibLndConfig, mode: Mode) -> Node {
+        let (mt, msgs) = mpsc::unbounded_channel();
+        let (dt, done) = mpsc::unbounded_channel();
+        let (pt, down) = mpsc::unbounded_channel();
+        let handler = Arc::new(Handler {
+            mode,
+            seen: Mutex::new(0),
+            release: Notify::new(),
+            msgs: mt,
+            done: dt,
+            down: pt,
+        });
+        let lnd = O2ibLnd::start(cfg, handler.clone()).await.unwrap();
+        Node {
+            lnd,
+            handler,
+            msgs,
+            done,
+            down,
+        }
+    }
+
+    fn nid(&self) -> Nid {
+        self.lnd.nid()
+    }
+
+    async fn send(&self, id: u64, to: Nid, header: Header, payload: Bytes) {
+        self.lnd
+            .send(TxRequest {
+                id: TxId(id),
+                peer: to,
+                header,
+                payload,
+            })
+            .await
+            .unwrap();
+    }
+
+    async fn message(&mut self) -> RxMessage {
+        tokio::time::timeout(WAIT, self.msgs.recv())
+            .await
+            .expect("timed out waiting for a message")
+            .unwrap()
+    }
+
+    async fn completion(&mut self) -> TxCompletion {
+        tokio::time::timeout(WAIT, self.done.recv())
+            .await
+            .expect("timed out waiting for a completion")
+            .unwrap()
+    }
+}
+
+fn pattern(len: usize, seed: u64) -> Bytes {
+    (0..len)
+        .map(|i| {
+            ((i as u64)
+                .wrapping_mul(31)
+                .wrapping_add(seed.wrapping_mul(7))
+                >> 1) as u8
+        })
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+fn put(src: Nid, dst: Nid, payload: &[u8], seq: u64) -> Header {
+    Header {
+        dest_nid: dst,
+        src_nid: src,
+        dest_pid: 12345,
+        src_pid: 12345,
+        payload_length: payload.len() as u32,
+        msg: Message::Put {
+            ack_wmd: WireHandle::NONE,
+            match_bits: seq,
+            hdr_data: u64::from(crc32fast::hash(payload)),
+            ptl_index: 4,
+            offset: 0,
+        },
+    }
+}
+
+fn seq_of(h: &Header) -> u64 {
+    match h.msg {
+        Message::Put { match_bits, .. } => match_bits,
+        _ => panic!("not a PUT"),
+    }
+}
+
+fn check_payload(m: &RxMessage) {
+    let Message::Put { hdr_data, .. } = m.header.msg else {
+        panic!("not a PUT")
+    };
+    assert_eq!(m.payload.len(), m.header.payload_length as usize);
+    assert_eq!(
+        u64::from(crc32fast::hash(&m.payload)),
+        hdr_data,
+        "payload corrupted"
+    );
+    assert_eq!(m.payload, pattern(m.payload.len(), seq_of(&m.header)));
+}
+
+async fn exchange(tx: &mut Node, rx: &mut Node, txdev: &str, rxdev: &str, dir: usize) {
+    let (src, dst) = (tx.nid(), rx.nid());
+    for (i, size) in [0usize, 3976, 4096, 1 << 20].into_iter().enumerate() {
+        let seq = (dir * 100 + i) as u64;
+        let payload = pattern(size, seq);
+        let before = (counters_now(txdev).await, counters_now(rxdev).await);
+        tx.send(seq, dst, put(src, dst, &payload, seq), payload.clone())
+            .await;
+        let m = rx.message().await;
+        assert_eq!(seq_of(&m.header), seq);
+        check_payload(&m);
+        let done = tx.completion().await;
+        assert_eq!((done.id, done.status), (TxId(seq), HealthStatus::Ok));
+        let after = (counters_now(txdev).await, counters_now(rxdev).await);
+        let sends = delta(&before.0, &after.0, "rdma_sends");
+        let recvs = delta(&before.1, &after.1, "rdma_recvs");
+        println!(
+            "{src} -> {dst}: PUT of {size} B ok ({}); {txdev} rdma_sends +{sends}, {rxdev} rdma_recvs +{recvs}, sent_pkts +{}",
+            if size <= 3976 { "IMMEDIATE" } else { "PUT_REQ/PUT_ACK/RDMA WRITE/PUT_DONE" },
+            delta(&before.0, &after.0, "sent_pkts"),
+        );
+        if size > 3976 {
+            assert!(sends > 0 && recvs > 0, "bulk PUT without RDMA traffic");
+        }
+    }
+    // 16 MiB as 16 x 1 MiB, all queued at once.
+    let before = (counters_now(txdev).await, counters_now(rxdev).await);
+    for k in 0..16u64 {
+        let seq = (dir as u64) * 100 + 10 + k;
+        let payload = pattern(1 << 20, seq);
+        tx.send(seq, dst, put(src, dst, &payload, seq), payload)
+            .await;
+    }
+    let mut got = Vec::new();
+    for _ in 0..16 {
+        let m = rx.message().await;
+        check_payload(&m);
+        got.push(seq_of(&m.header));
+    }
+    for _ in 0..16 {
+        assert_eq!(tx.completion().await.status, HealthStatus::Ok);
+    }
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        ((dir as u64) * 100 + 10..(dir as u64) * 100 + 26).collect::<Vec<_>>()
+    );
+    let after = (counters_now(txdev).await, counters_now(rxdev).await);
+    println!(
+        "{src} -> {dst}: 16 x 1 MiB PUT ok; {txdev} rdma_sends +{}, sent_pkts +{}; {rxdev} rdma_recvs +{}, rcvd_pkts +{}",
+        delta(&before.0, &after.0, "rdma_sends"),
+        delta(&before.0, &after.0, "sent_pkts"),
+        delta(&before.1, &after.1, "rdma_recvs"),
+        delta(&before.1, &after.1, "rcvd_pkts"),
+    );
+    assert!(delta(&before.1, &after.1, "rdma_recvs") >= 16);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn immediate_and_bulk_puts_both_directions() {
+    let Some(vm) = vm("immediate_and_bulk_puts_both_directions") else {
+        return;
+    };
+    let mut a = Node::start(config(vm.ip[0], 20987), Mode::Receive).await;
+    let mut b = Node::start(config(vm.ip[1], 20987), Mode::Receive).await;
+    exchange(&mut a, &mut b, &vm.dev[0], &vm.dev[1], 0).await;
+    exchange(&mut b, &mut a, &vm.dev[1], &vm.dev[0], 1).await;
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    println!(
+        "stats A: tx {:?} rx {:?} rdma_bytes {}",
+        sa.tx_msgs, sa.rx_msgs, sa.rdma_bytes
+    );
+    println!(
+        "stats B: tx {:?} rx {:?} rdma_bytes {}",
+        sb.tx_msgs, sb.rx_msgs, sb.rdma_bytes
+    );
+    assert_eq!(sa.rdma_bytes, 4096 + (1 << 20) + 16 * (1 << 20));
+    assert_eq!(sb.rdma_bytes, sa.rdma_bytes);
+    let info = a.lnd.conn_info(b.nid()).await.unwrap();
+    assert_eq!(
+        (info.version, info.queue_depth, info.max_frags),
+        (Version::V2, 8, 257)
+    );
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_connreqs_are_rejected_with_the_right_reason() {
+    let Some(vm) = vm("bad_connreqs_are_rejected_with_the_right_reason") else {
+        return;
+    };
+    let port = 21987;
+    let b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let dst = SocketAddrV4::new(vm.ip[1], port);
+    let me = o2ib(vm.ip[0]);
+    let req = |qd: u16| {
+        KibMsg {
+            version: Version::V2,
+            credits: 0,
+            srcnid: me,
+            srcstamp: 0x5eed,
+            dstnid: b.nid(),
+            dststamp: 0,
+            body: Body::ConnReq(ConnParams {
+                queue_depth: qd,
+                ..ConnParams::DEFAULT
+            }),
+        }
+        .encode()
+        .unwrap()
+    };
+
+    let mut bad_version = req(8);
+    bad_version[4] = 0x13;
+    let out = connect_raw(vm.ip[0], dst, &bad_version, WAIT)
+        .await
+        .unwrap();
+    println!("CONNREQ version 0x13 -> {out:?}");
+    let ProbeOutcome::Rejected { cm_status, rej } = out else {
+        panic!("not rejected: {out:?}")
+    };
+    let rej = rej.unwrap();
+    assert_eq!(cm_status, 28);
+    assert_eq!((rej.why, rej.version), (RejWhy::Fatal, Version::V2));
+
+    let out = connect_raw(vm.ip[0], dst, &req(16), WAIT).await.unwrap();
+    println!("CONNREQ queue depth 16 -> {out:?}");
+    let ProbeOutcome::Rejected { rej, .. } = out else {
+        panic!("not rejected: {out:?}")
+    };
+    let rej = rej.unwrap();
+    assert_eq!(rej.why, RejWhy::MsgQueueSize);
+    assert_eq!(rej.params.unwrap().connparams.queue_depth, 8);
+
+    let out = connect_raw(vm.ip[0], dst, &req(8), WAIT).await.unwrap();
+    let ProbeOutcome::Accepted { private_data } = out else {
+        panic!("a good CONNREQ was refused: {out:?}")
+    };
+    let ack = KibMsg::decode(&private_data).unwrap();
+    assert_eq!((ack.dstnid, ack.dststamp), (me, 0x5eed));
+
+    let stats = b.lnd.stats().await.unwrap();
+    println!("passive side rejects sent by why: {:?}", stats.rejects_sent);
+    assert_eq!(stats.rejects_sent.get(&3), Some(&1), "FATAL");
+    assert_eq!(stats.rejects_sent.get(&7), Some(&1), "MSG_QUEUE_SIZE");
+    b.lnd.stop().await;
+
+    // An NI of ours that offers 16 adopts the 8 of the MSG_QUEUE_SIZE reject and connects.
+    let port = 22987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let mut ca = config(vm.ip[0], port);
+    ca.peer_credits = 16;
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let payload = pattern(100, 1);
+    a.send(1, b.nid(), put(a.nid(), b.nid(), &payload, 1), payload)
+        .await;
+    check_payload(&b.message().await);
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    println!(
+        "queue depth 16 -> 8: active side rejects received {:?}, passive side sent {:?}",
+        sa.rejects_received, sb.rejects_sent
+    );
+    assert_eq!(sa.rejects_received.get(&7), Some(&1));
+    assert_eq!(sb.rejects_sent.get(&7), Some(&1));
+    assert_eq!(a.lnd.conn_info(b.nid()).await.unwrap().queue_depth, 8);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+
+    // A v1 (0x11) connection: the passive side adopts the requester's version.
+    let port = 23987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let mut ca = config(vm.ip[0], port);
+    ca.version = Version::V1;
+    let mut a = Node::start(ca, Mode::Receive).await;
+    for i in 0..40u64 {
+        let payload = pattern(if i % 4 == 0 { 300_000 } else { 1000 }, i);
+        a.send(i, b.nid(), put(a.nid(), b.nid(), &payload, i), payload)
+            .await;
+    }
+    for _ in 0..40 {
+        check_payload(&b.message().await);
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    let info = b.lnd.conn_info(a.nid()).await.unwrap();
+    println!("v1 connection: {info:?}, 40 messages ok");
+    assert_eq!(info.version, Version::V1);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credits_keep_a_slow_receiver_from_overrun() {
+    let Some(vm) = vm("credits_keep_a_slow_receiver_from_overrun") else {
+        return;
+    };
+    let port = 24987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Slow(Duration::from_millis(2))).await;
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    let before = (counters(&vm.dev[0]), counters(&vm.dev[1]));
+    let n = 600u64;
+    for i in 0..n {
+        let payload = pattern(if i % 50 == 0 { 200_000 } else { 3976 }, i);
+        a.send(i, b.nid(), put(a.nid(), b.nid(), &payload, i), payload)
+            .await;
+    }
+    for i in 0..n {
+        let m = b.message().await;
+        check_payload(&m);
+        if m.header.payload_length <= 3976 {
+            // IMMEDIATEs arrive in order (RC ordering, one connection).
+            assert!(seq_of(&m.header) >= i.saturating_sub(50));
+        }
+    }
+    for _ in 0..n {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    let after = (
+        counters_now(&vm.dev[0]).await,
+        counters_now(&vm.dev[1]).await,
+    );
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    let rnr: u64 = ["rcvd_rnr_err", "send_rnr_err", "retry_rnr_exceeded_err"]
+        .iter()
+        .map(|k| delta(&before.0, &after.0, k) + delta(&before.1, &after.1, k))
+        .sum();
+    println!(
+        "flood of {n} messages into a slow receiver: all delivered; peak credits in use {}, NOOPs sent by receiver {}, RNR counters +{rnr}, wc errors {}/{}",
+        sa.peak_credits_in_use,
+        sb.tx_msgs.get(&0xd0).copied().unwrap_or(0),
+        sa.wc_errors,
+        sb.wc_errors
+    );
+    assert!(sa.peak_credits_in_use <= 8);
+    assert_eq!(rnr, 0, "receive queue overrun (RNR)");
+    assert_eq!((sa.wc_errors, sb.wc_errors), (0, 0));
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_stops_answering_times_out_its_sends() {
+    let Some(vm) = vm("a_peer_that_stops_answering_times_out_its_sends") else {
+        return;
+    };
+    let port = 25987;
+    let b = Node::start(config(vm.ip[1], port), Mode::HoldAt(2)).await;
+    let mut ca = config(vm.ip[0], port);
+    ca.timeout = Duration::from_secs(4);
+    let mut a = Node::start(ca, Mode::Receive).await;
+    for i in 0..6u64 {
+        let payload = pattern(1 << 20, i);
+        a.send(i, b.nid(), put(a.nid(), b.nid(), &payload, i), payload)
+            .await;
+    }
+    let mut statuses = HashMap::new();
+    for _ in 0..6 {
+        let d = a.completion().await;
+        println!("tx {} -> {:?} {:?}", d.id.0, d.status, d.reason);
+        statuses.insert(d.id.0, d.status);
+    }
+    assert_eq!(statuses[&0], HealthStatus::Ok);
+    assert_eq!(statuses[&1], HealthStatus::Ok);
+    // The PUT_REQ the peer never answers: waiting, not sending.
+    assert_eq!(statuses[&2], HealthStatus::RemoteTimeout);
+    for i in 3..6 {
+        assert!(
+            matches!(
+                statuses[&i],
+                HealthStatus::RemoteTimeout | HealthStatus::LocalTimeout
+            ),
+            "tx {i}: {:?}",
+            statuses[&i]
+        );
+    }
+    let down = tokio::time::timeout(WAIT, a.down.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    println!("peer down: {down:?}");
+    assert_eq!(down.status, HealthStatus::NetworkTimeout);
+    b.handler.release.notify_one();
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_killed_mid_transfer_drops_the_sends() {
+    let Some(vm) = vm("a_peer_killed_mid_transfer_drops_the_sends") else {
+        return;
+    };
+    let port = 26987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    for i in 0..16u64 {
+        let payload = pattern(1 << 20, i);
+        a.send(i, b.nid(), put(a.nid(), b.nid(), &payload, i), payload)
+            .await;
+    }
+    let _ = b.message().await;
+    b.lnd.stop().await;
+    let mut count: HashMap<HealthStatus, usize> = HashMap::new();
+    for _ in 0..16 {
+        let d = a.completion().await;
+        *count.entry(d.status).or_default() += 1;
+        assert!(
+            matches!(
+                d.status,
+                HealthStatus::Ok | HealthStatus::RemoteDropped | HealthStatus::LocalError
+            ),
+            "tx {}: {:?} {:?}",
+            d.id.0,
+            d.status,
+            d.reason
+        );
+    }
+    println!("16 x 1 MiB, peer stopped after the first arrived: {count:?}");
+    assert!(
+        count
+            .get(&HealthStatus::RemoteDropped)
+            .copied()
+            .unwrap_or(0)
+            > 0
+    );
+    let down = tokio::time::timeout(WAIT, a.down.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    println!("peer down: {down:?}");
+    assert_eq!(down.status, HealthStatus::RemoteDropped);
+    a.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn put_throughput_1mib() {
+    let Some(vm) = vm("put_throughput_1mib") else {
+        return;
+    };
+    let port = 27987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    // Warm up: connect.
+    let p = pattern(1 << 20, 0);
+    a.send(0, b.nid(), put(a.nid(), b.nid(), &p, 0), p.clone())
+        .await;
+    b.message().await;
+    a.completion().await;
+    let n = 64u64;
+    let payloads: Vec<Bytes> = (1..=n).map(|i| pattern(1 << 20, i)).collect();
+    let t0 = Instant::now();
+    let (an, bn) = (a.nid(), b.nid());
+    let sender = {
+        let lnd = &a.lnd;
+        async move {
+            for (i, p) in payloads.into_iter().enumerate() {
+                let seq = i as u64 + 1;
+                lnd.send(TxRequest {
+                    id: TxId(seq),
+                    peer: bn,
+                    header: put(an, bn, &p, seq),
+                    payload: p,
+                })
+                .await
+                .unwrap();
+            }
+        }
+    };
+    let receiver = async {
+        for _ in 0..n {
+            let m = b.message().await;
+            assert_eq!(m.payload.len(), 1 << 20);
+        }
+    };
+    tokio::join!(sender, receiver);
+    let secs = t0.elapsed().as_secs_f64();
+    for _ in 0..n {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    let mbps = (n as f64) * 1.048576 / secs;
+    println!("o2iblnd 1 MiB PUT throughput: {n} MiB in {secs:.2} s = {mbps:.1} MB/s");
+    if let Ok(out) = std::env::var("RDMAVM_OUT") {
+        std::fs::write(format!("{out}/o2ib_put_mbps"), format!("{mbps:.1}\n")).unwrap();
+    }
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_noops_flow_on_an_idle_connection() {
+    let Some(vm) = vm("keepalive_noops_flow_on_an_idle_connection") else {
+        return;
+    };
+    let port = 28987;
+    let mut cb = config(vm.ip[1], port);
+    cb.keepalive = Some(Duration::from_secs(2));
+    let mut b = Node::start(cb, Mode::Receive).await;
+    let mut ca = config(vm.ip[0], port);
+    ca.keepalive = Some(Duration::from_secs(2));
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let p = pattern(10, 1);
+    a.send(1, b.nid(), put(a.nid(), b.nid(), &p, 1), p).await;
+    b.message().await;
+    a.completion().await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    let noops = |s: &lnd::o2iblnd::O2ibStats| s.tx_msgs.get(&0xd0).copied().unwrap_or(0);
+    println!(
+        "idle 7 s with keepalive 2 s: NOOPs sent A {} B {}, received A {} B {}",
+        noops(&sa),
+        noops(&sb),
+        sa.rx_msgs.get(&0xd0).copied().unwrap_or(0),
+        sb.rx_msgs.get(&0xd0).copied().unwrap_or(0)
+    );
+    assert!(noops(&sa) >= 2 && noops(&sb) >= 2);
+    assert!(a.lnd.conn_info(b.nid()).await.is_some());
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_listener_is_a_network_timeout() {
+    let Some(vm) = vm("no_listener_is_a_network_timeout") else {
+        return;
+    };
+    let mut ca = config(vm.ip[0], 29987);
+    ca.peer_port = 29988;
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let b = o2ib(vm.ip[1]);
+    let p = pattern(10, 1);
+    a.send(1, b, put(a.nid(), b, &p, 1), p).await;
+    let d = a.completion().await;
+    println!(
+        "send to a NID with no listener: {:?} {:?}",
+        d.status, d.reason
+    );
+    assert_eq!(d.status, HealthStatus::NetworkTimeout);
+    let down = tokio::time::timeout(WAIT, a.down.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(down.status, HealthStatus::NetworkTimeout);
+    a.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_connecting_at_once_resolve_the_race() {
+    let Some(vm) = vm("both_sides_connecting_at_once_resolve_the_race") else {
+        return;
+    };
+    let port = 30987;
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let (an, bn) = (a.nid(), b.nid());
+    let (pa, pb) = (pattern(2000, 1), pattern(300_000, 2));
+    tokio::join!(
+        a.send(1, bn, put(an, bn, &pa, 1), pa.clone()),
+        b.send(2, an, put(bn, an, &pb, 2), pb.clone())
+    );
+    check_payload(&b.message().await);
+    check_payload(&a.message().await);
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    assert_eq!(b.completion().await.status, HealthStatus::Ok);
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    println!(
+        "simultaneous connects: CONN_RACE rejects sent by 10.0.0.2 {}, received by 10.0.0.1 {}; connections A {} B {}",
+        sb.rejects_sent.get(&1).copied().unwrap_or(0),
+        sa.rejects_received.get(&1).copied().unwrap_or(0),
+        sa.conns_established,
+        sb.conns_established
+    );
+    // 10.0.0.1 has the smaller nidhash: only its CONNREQ can lose a race.
+    assert_eq!(sa.rejects_sent.get(&1), None);
+    // Traffic keeps flowing both ways on what survived.
+    let p = pattern(1 << 20, 3);
+    a.send(3, bn, put(an, bn, &p, 3), p).await;
+    check_payload(&b.message().await);
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}

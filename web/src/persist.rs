@@ -1,0 +1,22 @@
+//! Where the API's configuration changes are kept: the daemon plugs in its store, so that a
+//! route, peer or tunable changed through the API comes back after a restart. A change is
+//! acknowledged only once it is kept; when keeping it fails, the node's change is undone
+//! and the request fails.
+
+use lnet::route::RouteSpec;
+use lnet::tunables::TunableName;
+use lnet::{Net, Nid};
+
+use crate::auth::SinkError;
+
+/// The persistent configuration behind the API.
+pub trait ConfigStore: Send + Sync + 'static {
+    /// A route was added.
+    fn add_route(&self, route: &RouteSpec) -> Result<(), SinkError>;
+    /// A route was deleted.
+    fn delete_route(&self, net: Net, gateway: Nid) -> Result<(), SinkError>;
+    /// A global tunable was set.
+    fn set_tunable(&self, name: TunableName, value: u32) -> Result<(), SinkError>;
+    /// A peer was added (or replaced).
+    fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError>;
+}
