@@ -95,6 +95,19 @@ pub struct TcpNi {
     pub interface: Option<String>,
 }
 
+/// One o2ib NI to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct O2ibNi {
+    /// Its NID (the IPv4 address of its IPoIB or RoCE interface).
+    pub nid: Nid,
+    /// `tunables: peer_credits`, when given.
+    pub peer_credits: Option<u32>,
+    /// `tunables: credits`, when given.
+    pub credits: Option<u32>,
+    /// The interface it was configured on.
+    pub interface: Option<String>,
+}
+
 /// A configured peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerPlan {
@@ -113,6 +126,8 @@ pub struct Plan {
     pub tunables: Tunables,
     /// The tcp NIs, in file order.
     pub nis: Vec<TcpNi>,
+    /// The o2ib NIs, in file order (builds with the `o2ib` feature).
+    pub o2ib_nis: Vec<O2ibNi>,
     /// The configured peers, in file order.
     pub peers: Vec<PeerPlan>,
     /// The routes, in file order.
@@ -173,6 +188,7 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
     }
     refuse_unbuilt(&config, &mut problem);
     let nis = tcp_nis(&config, ifs, &mut problem);
+    let o2ib_nis = o2ib_nis(&config, ifs, &mut problem);
     let tunables = config.tunables();
     if let Err(e) = &tunables {
         // validate() reports the same refusal with its key; add it only if it did not.
@@ -229,6 +245,7 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
     Ok(Plan {
         tunables: tunables.unwrap_or_default(),
         nis,
+        o2ib_nis,
         peers,
         routes,
         router_check,
@@ -289,12 +306,13 @@ fn refuse_unbuilt(config: &Config, problem: &mut impl FnMut(String, String)) {
     }
     for (i, n) in config.nets.iter().enumerate() {
         let lnd = n.net_type.lnd;
-        if lnd == LndType::SOCKLND {
+        if lnd == LndType::SOCKLND || (lnd == LndType::O2IBLND && cfg!(feature = "o2ib")) {
             continue;
         }
         let message = if lnd == LndType::O2IBLND {
             format!(
-                "net {} needs the o2ib LND, which is not built yet; only tcp nets can run",
+                "net {} needs the o2ib LND, which this build leaves out (feature `o2ib`); \
+                 only tcp nets can run",
                 n.net_type
             )
         } else {
@@ -378,6 +396,38 @@ fn tcp_nis(
             "net".to_owned(),
             "no net is configured: there is nothing to run".to_owned(),
         );
+    }
+    out
+}
+
+/// The o2ib NIs (only in a build with the `o2ib` feature; others refuse o2ib nets).
+fn o2ib_nis(
+    config: &Config,
+    ifs: &dyn Interfaces,
+    problem: &mut impl FnMut(String, String),
+) -> Vec<O2ibNi> {
+    let mut out = Vec::new();
+    if !cfg!(feature = "o2ib") {
+        return out;
+    }
+    for (i, n) in config.nets.iter().enumerate() {
+        if n.net_type.lnd != LndType::O2IBLND {
+            continue;
+        }
+        for (j, ni) in n.local_nis.iter().enumerate() {
+            let field = format!("net[{i}].local NI(s)[{j}]");
+            let Some(nid) = ni_nid(ni, n.net_type, ifs, &field, problem) else {
+                continue;
+            };
+            let tunables = ni.tunables.as_ref();
+            let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
+            out.push(O2ibNi {
+                nid,
+                peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
+                credits: tunables.and_then(|t| positive(t.credits)),
+                interface: ni.interfaces.first().cloned(),
+            });
+        }
     }
     out
 }

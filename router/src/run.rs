@@ -232,6 +232,25 @@ async fn start(
         println!("lnet-router: NI {} listening on {at}", ni.nid);
         tracing::info!(nid = %ni.nid, listen = %at, "NI up");
     }
+    #[cfg(feature = "o2ib")]
+    for ni in &plan.o2ib_nis {
+        let mut c = lnd::o2iblnd::O2ibLndConfig::new(ni.nid, incarnation);
+        if let Some(pc) = ni.peer_credits.and_then(|v| u16::try_from(v).ok()) {
+            c.peer_credits = pc;
+        }
+        let credits = ni.credits.unwrap_or(256);
+        node.add_ni::<lnd::o2iblnd::O2ibLnd<actors::NodeHandler>>(c, credits)
+            .await
+            .map_err(|source| RunError::Ni {
+                nid: ni.nid,
+                listen: std::net::SocketAddr::from((
+                    std::net::Ipv4Addr::from(ni.nid.addr_u32().unwrap_or(0)),
+                    987,
+                )),
+                source,
+            })?;
+        println!("lnet-router: NI {} on RDMA-CM port 987", ni.nid);
+    }
     for p in &plan.peers {
         node.add_peer(p.primary, p.nids.clone(), p.multi_rail)
             .await

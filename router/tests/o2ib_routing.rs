@@ -1,0 +1,158 @@
+//! Routing between a tcp net and an o2ib net on real verbs: end node A on tcp (loopback),
+//! a router with a tcp NI and an o2ib NI on the VM's first soft-RoCE device, end node B on
+//! o2ib on the second. PUT with ACK and GET with REPLY pass both ways with their payloads
+//! intact, and the router counts what it forwarded. Runs inside the rdma-vm
+//! (scripts/o2ib-vm-test); elsewhere it says it was skipped.
+
+#![cfg(feature = "o2ib")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, PutRequest};
+use bytes::Bytes;
+use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::route::RouteSpec;
+use lnet::tunables::{TunableName, Tunables};
+use lnet::Nid;
+use tokio::time::timeout;
+
+const PORT: u16 = 24_500;
+const WAIT: Duration = Duration::from_secs(120);
+
+fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+fn route(net: &str, gw: Nid) -> RouteSpec {
+    RouteSpec {
+        net: net.parse().unwrap(),
+        gateway: gw,
+        hops: Some(1),
+        priority: 0,
+    }
+}
+
+async fn tcp_ni(node: &Node, me: Nid) {
+    let mut c = SockLndConfig::new(me, 0x0210_0000 | u64::from(me.addr_u32().unwrap() & 0xff));
+    c.listen = Some(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::from(me.addr_u32().unwrap())),
+        PORT,
+    ));
+    c.peer_port = PORT;
+    node.add_ni::<SockLnd<NodeHandler>>(c, 256).await.unwrap();
+}
+
+async fn o2ib_ni(node: &Node, me: Nid) {
+    let c = O2ibLndConfig::new(me, 0x0220_0000 | u64::from(me.addr_u32().unwrap() & 0xff));
+    node.add_ni::<O2ibLnd<NodeHandler>>(c, 256).await.unwrap();
+}
+
+fn payload(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+#[actix::test]
+async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
+    let (Ok(ip0), Ok(ip1)) = (std::env::var("RDMAVM_IP0"), std::env::var("RDMAVM_IP1")) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways: not inside \
+             the rdma-vm (RDMAVM_IP0 is unset); run scripts/o2ib-vm-test"
+        );
+        return;
+    };
+    let r_tcp = nid("127.0.60.1@tcp");
+    let a_nid = nid("127.0.60.2@tcp");
+    let r_ib = nid(&format!("{ip0}@o2ib"));
+    let b_nid = nid(&format!("{ip1}@o2ib"));
+    let mut tunables = Tunables::default();
+    tunables.set(TunableName::Routing, 1).unwrap();
+    let r = Node::start(NodeConfig {
+        tunables,
+        ..NodeConfig::default()
+    });
+    tcp_ni(&r, r_tcp).await;
+    o2ib_ni(&r, r_ib).await;
+    let a = Node::start(NodeConfig::default());
+    tcp_ni(&a, a_nid).await;
+    a.add_route(route("o2ib", r_tcp)).await.unwrap();
+    let b = Node::start(NodeConfig::default());
+    o2ib_ni(&b, b_nid).await;
+    b.add_route(route("tcp", r_ib)).await.unwrap();
+    let md = || MdSpec {
+        portal: 11,
+        match_bits: 3,
+        data: payload(8192, 7),
+        depth: 64,
+    };
+    let mut at_a = a.attach(md()).await.unwrap();
+    let mut at_b = b.attach(md()).await.unwrap();
+    timeout(WAIT, async {
+        for (from, to, sink, name) in [
+            (&a, b_nid, &mut at_b, "tcp -> o2ib"),
+            (&b, a_nid, &mut at_a, "o2ib -> tcp"),
+        ] {
+            for (i, len) in [0usize, 4096, 1 << 20].into_iter().enumerate() {
+                let data = payload(len, u8::try_from(i).unwrap());
+                let got = from
+                    .put(PutRequest {
+                        dest: to,
+                        portal: 11,
+                        match_bits: 3,
+                        hdr_data: 0,
+                        payload: data.clone(),
+                        ack: true,
+                        timeout: Duration::from_secs(30),
+                    })
+                    .await
+                    .unwrap()
+                    .finish()
+                    .await;
+                assert!(
+                    got.iter().all(|e| e.status.is_ok()),
+                    "{name} {len}: {got:?}"
+                );
+                assert_eq!(got.last().unwrap().kind, MsgEventKind::Ack);
+                let rx = sink.recv().await.unwrap();
+                assert_eq!(rx.payload, data, "{name}: {len} bytes intact");
+            }
+            let got = from
+                .get(GetRequest {
+                    dest: to,
+                    portal: 11,
+                    match_bits: 3,
+                    sink_length: 8192,
+                    timeout: Duration::from_secs(30),
+                })
+                .await
+                .unwrap()
+                .finish()
+                .await;
+            let reply = got.last().unwrap();
+            assert_eq!(reply.kind, MsgEventKind::Reply, "{name}: {got:?}");
+            assert_eq!(reply.payload.as_ref().unwrap(), &payload(8192, 7), "{name}");
+            println!("{name}: PUT 0 B, 4 KiB, 1 MiB with ACK and a GET of 8 KiB passed");
+        }
+    })
+    .await
+    .expect("bounded");
+    let c = r.counters().await.unwrap();
+    let routed = c.get("route_count").copied().unwrap_or(0);
+    let bytes = c.get("route_length").copied().unwrap_or(0);
+    // Per direction: 3 PUTs, 3 ACKs, 1 GET, 1 REPLY.
+    assert_eq!(routed, 16, "{c:?}");
+    assert_eq!(bytes, 2 * (4096 + (1 << 20) + 8192), "{c:?}");
+    println!("router forwarded {routed} messages, {bytes} payload bytes");
+}
