@@ -61,6 +61,9 @@ enum Command {
         #[arg(long, requires = "plain_http")]
         plain_http_mutations: bool,
     },
+    /// lnet_selftest-style load between end nodes in this process: `ping` or `brw
+    /// read|write size=N`, printing lst-style rates (docs/bench.md).
+    Selftest(bench::selftest::SelftestArgs),
     /// Run a demo topology in this process: end node A on tcp, routers R1 and R2, end node
     /// B on tcp1, all on loopback addresses, with traffic from A to B.
     Demo {
@@ -88,6 +91,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Ctl(cmd) => ctl(&cli.connect, &cmd),
+        Command::Selftest(args) => bench::selftest::run_blocking(args),
         Command::Run {
             config,
             data_dir,

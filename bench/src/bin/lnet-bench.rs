@@ -1,0 +1,78 @@
+//! `lnet-bench`: benchmarks of lnet-router (see docs/bench.md).
+//!
+//! * `lnet-bench selftest [ping | brw read|write size=N] ...`: lnet_selftest-style load;
+//! * `lnet-bench compare [--quick] ...`: the router against a plain TCP relay and against
+//!   a direct connection, with the ratios, written as JSON;
+//! * `lnet-bench failover ...`: failover and recovery times with two routers.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use bench::compare::CompareArgs;
+use bench::failover::FailoverArgs;
+use bench::selftest::SelftestArgs;
+use bench::BenchError;
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// Benchmarks of lnet-router.
+#[derive(Debug, Parser)]
+#[command(name = "lnet-bench", version)]
+struct Cli {
+    /// What to run.
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Load between groups of end nodes, optionally through a router (like lst).
+    Selftest(SelftestArgs),
+    /// The router against a plain TCP relay and a direct connection, in one run.
+    Compare(CompareArgs),
+    /// Failover and recovery times with two routers between two end nodes.
+    Failover(FailoverArgs),
+}
+
+fn exit(r: Result<(), BenchError>, what: &str) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ BenchError::Usage(_)) => {
+            eprintln!("lnet-bench {what}: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("lnet-bench {what}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+    match cli.command {
+        Cmd::Selftest(args) => bench::selftest::run_blocking(args),
+        Cmd::Compare(args) => {
+            let system = actix::System::new();
+            exit(
+                system.block_on(bench::compare::run(args)).map(|_| ()),
+                "compare",
+            )
+        }
+        Cmd::Failover(args) => {
+            let system = actix::System::new();
+            exit(
+                system.block_on(bench::failover::run(args)).map(|_| ()),
+                "failover",
+            )
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The per-message work of forwarding, without tasks or sockets, for an instruction count:
+//! what a router does between the bytes of a message arriving on one socklnd connection
+//! and the bytes of it leaving on another.
+//!
+//! For each message: the socklnd deframer (header-first, as the connection reader runs it)
+//! yields the ksock header and the decoded, checked LNet header, then the payload; the
+//! route decision checks each route to the destination net against its gateway's view
+//! ([`lnet::route::route_status`]) and picks the best ([`lnet::selection::best_route`]); a
+//! router buffer is taken against the sending peer's router-buffer credits and given back
+//! ([`lnet::rtrbuf::RouterBuffers`]); the frame for the next hop is encoded
+//! ([`lnd::socklnd::wire::encode_lnet`]).
+//!
+//! What it leaves out, and what the instruction count therefore does not cover: the actor
+//! messages and channels between the connection task, the LNet actor, the router actor
+//! and the peer NI and local NI actors (credits, health bookkeeping, completions), the
+//! Multi-Rail selection of the local and peer NI, and the system calls.
+
+use bytes::BytesMut;
+use lnd::socklnd::wire::{encode_lnet, Deframer, Event, KsockHeader, ProtoVersion, Side};
+use lnet::health::HealthValue;
+use lnet::nid::PID_LUSTRE;
+use lnet::route::{route_status, GatewayAlive, GatewayPing, GatewayView, RouteSpec, RouterCheck};
+use lnet::rtrbuf::{Requested, RouterBuffers};
+use lnet::selection::{best_route, RouteCandidate};
+use lnet::{ByteOrder, Header, HeaderForm, Message, Nid, WireHandle};
+
+use crate::BenchError;
+
+/// The state a router keeps across messages: the deframer of the incoming connection,
+/// its routes with their gateways' views, and its router buffers.
+#[derive(Debug)]
+pub struct Forwarder {
+    deframer: Deframer,
+    routes: Vec<(RouteSpec, GatewayView)>,
+    check: RouterCheck,
+    buffers: RouterBuffers<Nid, u64>,
+    out: Vec<u8>,
+}
+
+/// What one message cost in bytes written (to keep the work observable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Forwarded {
+    /// Messages forwarded.
+    pub messages: u64,
+    /// Bytes of the frames written for the next hop.
+    pub bytes: u64,
+}
+
+fn parse(s: &str) -> Result<Nid, BenchError> {
+    crate::topo::nid(s)
+}
+
+/// The sender's NID (on tcp), the destination's (on tcp2, two hops away), the gateways
+/// (on tcp1).
+pub struct Names {
+    /// The end node that sent the message.
+    pub src: Nid,
+    /// The peer that handed it to this router.
+    pub from: Nid,
+    /// The final destination.
+    pub dest: Nid,
+    /// The two gateways toward the destination's net.
+    pub gateways: [Nid; 2],
+}
+
+impl Names {
+    /// The names the harness uses.
+    pub fn new() -> Result<Names, BenchError> {
+        Ok(Names {
+            src: parse("10.0.0.2@tcp")?,
+            from: parse("10.0.0.2@tcp")?,
+            dest: parse("10.2.0.2@tcp2")?,
+            gateways: [parse("10.1.0.1@tcp1")?, parse("10.1.0.3@tcp1")?],
+        })
+    }
+}
+
+/// One encoded frame: a PUT of `payload` bytes from `n.src` to `n.dest`.
+pub fn frame(n: &Names, payload: usize, seq: u64) -> Result<Vec<u8>, BenchError> {
+    let header = Header {
+        dest_nid: n.dest,
+        src_nid: n.src,
+        dest_pid: PID_LUSTRE,
+        src_pid: PID_LUSTRE,
+        payload_length: u32::try_from(payload)
+            .map_err(|_| BenchError::Usage("payload too large".to_owned()))?,
+        msg: Message::Put {
+            ack_wmd: WireHandle {
+                interface_cookie: 7,
+                object_cookie: seq,
+            },
+            match_bits: 0x77,
+            hdr_data: seq,
+            ptl_index: 9,
+            offset: 0,
+        },
+    };
+    let mut out = Vec::new();
+    encode_lnet(
+        &KsockHeader::lnet(),
+        &header,
+        HeaderForm::Nid4,
+        &vec![0x5a; payload],
+        ByteOrder::Little,
+        &mut out,
+    )
+    .map_err(|e| BenchError::Setup(format!("encode: {e}")))?;
+    Ok(out)
+}
+
+impl Forwarder {
+    /// A router with two live routes to `n.dest`'s net through `n.gateways`.
+    pub fn new(n: &Names) -> Result<Forwarder, BenchError> {
+        let check = RouterCheck::default();
+        let ping = |gw: Nid| GatewayView {
+            alive: GatewayAlive::Alive,
+            ping: Some(GatewayPing {
+                nis: vec![(gw, true), (Nid::new(n.dest.net, 0x0a02_0001), true)],
+                routing_disabled: false,
+                ni_status: true,
+            }),
+        };
+        let routes = n
+            .gateways
+            .iter()
+            .map(|gw| {
+                (
+                    RouteSpec {
+                        net: n.dest.net,
+                        gateway: *gw,
+                        hops: Some(1),
+                        priority: 0,
+                    },
+                    ping(*gw),
+                )
+            })
+            .collect();
+        Ok(Forwarder {
+            deframer: Deframer::for_frames(Side::Passive, ProtoVersion::V3, ByteOrder::Little)
+                .header_first(),
+            routes,
+            check,
+            buffers: RouterBuffers::new(lnet::rtrbuf::per_cpt([0, 0, 0], 1), 8),
+            out: Vec::with_capacity(1 << 16),
+        })
+    }
+
+    /// Forwards every message in `bytes` (whole frames); the frames written for the next
+    /// hop go to `sink`.
+    pub fn forward(
+        &mut self,
+        from: Nid,
+        bytes: &[u8],
+        sink: &mut dyn FnMut(&[u8]),
+    ) -> Result<Forwarded, BenchError> {
+        let mut done = Forwarded::default();
+        self.deframer.push(bytes);
+        let bad = |e: String| BenchError::Setup(format!("deframe: {e}"));
+        loop {
+            let event = self.deframer.poll().map_err(|e| bad(e.to_string()))?;
+            let (header, payload) = match event {
+                None => break,
+                Some(Event::LnetHeader { header, .. }) => {
+                    let len = usize::try_from(header.payload_length).unwrap_or(0);
+                    self.deframer
+                        .receive_payload(BytesMut::with_capacity(len))
+                        .map_err(|e| bad(e.to_string()))?;
+                    continue;
+                }
+                Some(Event::LnetPayload {
+                    header, payload, ..
+                }) => (header, payload.map(BytesMut::freeze).unwrap_or_default()),
+                Some(Event::Lnet {
+                    header, payload, ..
+                }) => (header, payload),
+                Some(_) => continue,
+            };
+            let gw = self.route(&header)?;
+            let grant = match self
+                .buffers
+                .request(from, header.payload_length, done.messages)
+            {
+                Requested::Granted(_, g) => g,
+                Requested::Waiting | Requested::Refused(..) => {
+                    return Err(BenchError::Setup("no router buffer".to_owned()))
+                }
+            };
+            self.out.clear();
+            encode_lnet(
+                &KsockHeader::lnet(),
+                &header,
+                HeaderForm::Nid4,
+                &payload,
+                ByteOrder::Little,
+                &mut self.out,
+            )
+            .map_err(|e| BenchError::Setup(format!("encode: {e}")))?;
+            sink(&self.out);
+            std::hint::black_box(gw);
+            let woken = self.buffers.release(grant);
+            debug_assert!(woken.is_empty());
+            done.messages = done.messages.saturating_add(1);
+            done.bytes = done
+                .bytes
+                .saturating_add(u64::try_from(self.out.len()).unwrap_or(0));
+        }
+        Ok(done)
+    }
+
+    /// The gateway for `header`'s destination: the best of the live routes.
+    fn route(&self, header: &Header) -> Result<Nid, BenchError> {
+        let candidates: Vec<RouteCandidate<Nid>> = self
+            .routes
+            .iter()
+            .filter(|(spec, _)| spec.net == header.dest_nid.net)
+            .map(|(spec, view)| RouteCandidate {
+                id: spec.gateway,
+                alive: route_status(spec, view, &self.check).is_ok(),
+                preferred: false,
+                priority: spec.priority,
+                hops: spec.hops,
+                gateway_health: HealthValue::MAX,
+                gateway_tx_queued_bytes: 0,
+                gateway_tx_credits: 8,
+                seq: 0,
+            })
+            .collect();
+        best_route(&candidates)
+            .map(|c| c.id)
+            .ok_or_else(|| BenchError::Setup(format!("no route to {}", header.dest_nid)))
+    }
+}
+
+/// Forwards `count` PUTs of `payload` bytes, fed to the deframer `batch` frames at a time;
+/// returns what was forwarded.
+pub fn run(count: u64, payload: usize, batch: usize) -> Result<Forwarded, BenchError> {
+    let names = Names::new()?;
+    let mut fwd = Forwarder::new(&names)?;
+    let one = frame(&names, payload, 1)?;
+    let batch = batch.max(1);
+    let mut chunk = Vec::with_capacity(one.len().saturating_mul(batch));
+    for _ in 0..batch {
+        chunk.extend_from_slice(&one);
+    }
+    let mut total = Forwarded::default();
+    let mut written = 0u64;
+    let mut left = count;
+    let mut sink = |b: &[u8]| {
+        written = written.wrapping_add(u64::from(b.first().copied().unwrap_or(0)));
+    };
+    while left > 0 {
+        let n = usize::try_from(left).unwrap_or(usize::MAX).min(batch);
+        let bytes = chunk
+            .get(..one.len().saturating_mul(n))
+            .ok_or_else(|| BenchError::Setup("chunk".to_owned()))?;
+        let f = fwd.forward(names.from, std::hint::black_box(bytes), &mut sink)?;
+        total.messages = total.messages.saturating_add(f.messages);
+        total.bytes = total.bytes.saturating_add(f.bytes);
+        left = left.saturating_sub(u64::try_from(n).unwrap_or(u64::MAX));
+    }
+    std::hint::black_box(written);
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_frame_is_forwarded_byte_for_byte() {
+        let names = Names::new().unwrap();
+        let mut fwd = Forwarder::new(&names).unwrap();
+        let mut input = Vec::new();
+        for seq in 0..5 {
+            input.extend(frame(&names, 100, seq).unwrap());
+        }
+        let mut out = Vec::new();
+        let done = fwd
+            .forward(names.from, &input, &mut |b| out.extend_from_slice(b))
+            .unwrap();
+        assert_eq!(done.messages, 5);
+        assert_eq!(out, input, "the header goes on as it came");
+        assert_eq!(run(1000, 0, 16).unwrap().messages, 1000);
+    }
+}
