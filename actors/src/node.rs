@@ -1494,24 +1494,8 @@ impl LnetActor {
         };
         let timeout = Duration::from_secs(u64::from(self.config.tunables.transaction_timeout()));
         for dest in targets {
-            let req = StartTxn {
-                dest,
-                msg: LnetMsg::Put {
-                    // Any handle but NONE: start_txn puts the transaction's own there.
-                    ack_wmd: WireHandle {
-                        interface_cookie: 1,
-                        object_cookie: 1,
-                    },
-                    match_bits: PING_MATCHBITS,
-                    hdr_data: 0,
-                    ptl_index: RESERVED_PORTAL,
-                    offset: 0,
-                },
-                payload: payload.clone(),
-                timeout,
-                want_response: true,
-            };
-            if let Err(e) = self.start_txn(req, None, ctx) {
+            if let Err(e) = self.start_txn(push_request(dest, payload.clone(), timeout), None, ctx)
+            {
                 tracing::debug!(%dest, %e, "push not sent");
             }
         }
@@ -1727,6 +1711,28 @@ where
         let _ = done_tx.send(());
     });
     done_rx
+}
+
+/// A discovery push of `payload` (this node's ping info) to `dest`: a PUT with ACK on the
+/// reserved portal.
+fn push_request(dest: Nid, payload: Bytes, timeout: Duration) -> StartTxn {
+    StartTxn {
+        dest,
+        msg: LnetMsg::Put {
+            // Any handle but NONE: start_txn puts the transaction's own there.
+            ack_wmd: WireHandle {
+                interface_cookie: 1,
+                object_cookie: 1,
+            },
+            match_bits: PING_MATCHBITS,
+            hdr_data: 0,
+            ptl_index: RESERVED_PORTAL,
+            offset: 0,
+        },
+        payload,
+        timeout,
+        want_response: true,
+    }
 }
 
 fn ping_get() -> LnetMsg {

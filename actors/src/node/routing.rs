@@ -25,9 +25,12 @@ use lnet::route::{
 };
 use lnet::selection::{best_route, RouteCandidate};
 use lnet::time::Millis;
-use lnet::{Features, Message as LnetMsg, Net, Nid, PingInfo, WireHandle, PING_MATCHBITS};
+use lnet::{Features, Message as LnetMsg, Net, Nid, PingInfo, PING_MATCHBITS};
 
-use super::{bump, ping_get, LnetActor, MsgEvent, MsgEventKind, Node, NodeError, OutMsg, StartTxn};
+use super::{
+    bump, ping_get, push_request, LnetActor, MsgEvent, MsgEventKind, Node, NodeError, OutMsg,
+    StartTxn,
+};
 use crate::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
 use crate::router::{Release, RoutingView, ShowBuffers, Ticket};
 
@@ -485,22 +488,8 @@ impl LnetActor {
                 return;
             }
         };
-        let req = StartTxn {
-            dest,
-            msg: LnetMsg::Put {
-                ack_wmd: WireHandle {
-                    interface_cookie: 1,
-                    object_cookie: 1,
-                },
-                match_bits: PING_MATCHBITS,
-                hdr_data: 0,
-                ptl_index: RESERVED_PORTAL,
-                offset: 0,
-            },
-            payload,
-            timeout: Duration::from_millis(self.routes.check.ping_timeout.as_millis().max(1)),
-            want_response: true,
-        };
+        let timeout = Duration::from_millis(self.routes.check.ping_timeout.as_millis().max(1));
+        let req = push_request(dest, payload, timeout);
         if let Err(e) = self.start_txn(req, None, ctx) {
             tracing::debug!(%dest, %e, "push to gateway not sent");
         }
