@@ -14,7 +14,6 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use lnd::socklnd::wire::ConnType;
 use lnd::{Lnd, TxCompletion, TxId, TxRequest};
 use lnet::health::HealthStatus;
 use socklnd_support::*;
@@ -193,16 +192,24 @@ async fn reset_while_writing_completes_remote_dropped() {
     tokio::spawn(async move {
         let set = accept_set(&listener, fake, 3).await;
         drop(listener); // reconnects are refused
-        let mut streams: Vec<_> = set.into_iter().map(|c| (c.hello.ctype, c.stream)).collect();
-        // Read 2 MiB of bulk, so the NI is mid-stream, then reset every connection.
-        if let Some((_, s)) = streams.iter_mut().find(|(t, _)| *t == ConnType::BulkOut) {
-            let mut buf = vec![0u8; 2 << 20];
-            tokio::time::timeout(WAIT, s.read_exact(&mut buf))
-                .await
-                .unwrap()
-                .unwrap();
+        let mut streams: Vec<_> = set.into_iter().map(|c| c.stream).collect();
+        // Read 2 MiB, so the NI is mid-stream, then reset every connection. The bytes are
+        // read from whichever connection carries them: a message queued before the bulk
+        // connection was up may go on another one.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut total = 0usize;
+        let mut buf = vec![0u8; 64 << 10];
+        while total < 2 << 20 {
+            assert!(tokio::time::Instant::now() < deadline, "no bulk data came");
+            for s in streams.iter_mut() {
+                if let Ok(Ok(n)) =
+                    tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await
+                {
+                    total += n;
+                }
+            }
         }
-        for (_, s) in streams {
+        for s in streams {
             socket2::SockRef::from(&s)
                 .set_linger(Some(Duration::ZERO))
                 .unwrap();
