@@ -3,7 +3,7 @@
 //! self-signed certificate (or plain HTTP).
 //!
 //! ```sh
-//! cargo run -p web --example api-demo -- --listen 127.0.0.1:8443 --cert-dir /tmp/demo \
+//! cargo run -p web --example api-demo -- --listen 127.0.0.1:8443 --cert-dir "$(mktemp -d)" \
 //!     --admin-token "$ADMIN" --reader-token "$READER"
 //! ```
 //!
