@@ -75,6 +75,11 @@ impl FaultHookTable {
         self.lock().insert(nid, hooks);
     }
 
+    /// Forgets the hooks of NI `nid`.
+    pub fn remove(&self, nid: &Nid) {
+        self.lock().remove(nid);
+    }
+
     /// The hooks of NI `nid`, if it has any.
     pub fn get(&self, nid: &Nid) -> Option<Arc<dyn FaultHooks>> {
         self.lock().get(nid).cloned()

@@ -22,6 +22,7 @@
 //! started on the arbiter of its CPT; today a node starts them on the current one.
 
 pub mod clock;
+pub mod driver;
 pub mod events;
 pub mod fault;
 pub mod ni;
@@ -30,40 +31,11 @@ pub mod recovery;
 pub mod router;
 pub mod show;
 
-use std::future::Future;
-use std::pin::Pin;
-
-use lnd::{Lnd, SendError, TxRequest};
-use lnet::Nid;
-
 pub use clock::Clock;
+pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
     DiscoveredPeer, FailReason, GetRequest, MdSpec, MsgEvent, MsgEventKind, Node, NodeConfig,
     NodeError, NodeHandler, Outcome, PeerView, PingReply, PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};
-
-/// A started LND behind a trait object, so that NIs of different LNDs sit side by side.
-pub trait Driver: Send + Sync + 'static {
-    /// The NI's NID.
-    fn nid(&self) -> Nid;
-    /// [`Lnd::send`].
-    fn send(
-        &self,
-        tx: TxRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
-}
-
-impl<L: Lnd> Driver for L {
-    fn nid(&self) -> Nid {
-        Lnd::nid(self)
-    }
-
-    fn send(
-        &self,
-        tx: TxRequest,
-    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>> {
-        Box::pin(Lnd::send(self, tx))
-    }
-}

@@ -32,11 +32,12 @@
 //! Local NI recovery pings go from the NI being recovered to a known peer NI on its net
 //! (an LND does not send to its own NID).
 
+mod peers;
 mod routing;
 
 pub use routing::{Drained, NetAdvert, RouteView, RoutingShow};
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -67,14 +68,15 @@ use lnet::{
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::clock::Clock;
+use crate::driver::{Driver, NiDriver};
 use crate::events::{Event, EventBus, ForwardDrop, RouteCause};
 use crate::fault::{FaultHookTable, FaultHooks, FaultRule};
 use crate::ni::{
     tell, Apply, LocalNiActor, LocalNiView, PeerNiActor, PeerNiView, PeerTransmit, SetHealth,
 };
-use crate::recovery::{Configure, List, PingDue, RecoveryActor};
+use crate::recovery::{Configure, Forget, List, PingDue, RecoveryActor};
 use crate::router::{Release, Reserve, RouterActor, Ticket};
-use crate::Driver;
+use peers::{NidTaken, PeerTable};
 
 /// How many bytes a ping asks for (`lnetctl ping`'s cap).
 pub const PING_SINK_LENGTH: u32 = 3960;
@@ -328,7 +330,8 @@ pub struct MdSpec {
     pub match_bits: u64,
     /// What a GET reads.
     pub data: Bytes,
-    /// Capacity of the delivery channel.
+    /// Capacity of the delivery channel: a PUT that finds it full (its consumer is that
+    /// far behind) is dropped, counted in `drop_count`, and not ACKed.
     pub depth: usize,
 }
 
@@ -520,6 +523,11 @@ struct AddNi {
     credits: u32,
 }
 
+/// Takes NI `0` out of the node; answers its driver, to be stopped.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<dyn Driver>, NodeError>")]
+struct RemoveNi(Nid);
+
 #[derive(Message)]
 #[rtype(result = "Result<(), NodeError>")]
 struct AddPeer {
@@ -601,6 +609,7 @@ struct ShowSettings;
 
 struct LocalNiEntry {
     addr: Addr<LocalNiActor>,
+    driver: Arc<dyn Driver>,
     view: watch::Receiver<LocalNiView>,
     seq: u64,
 }
@@ -609,17 +618,6 @@ struct PeerNiEntry {
     addr: Addr<PeerNiActor>,
     view: watch::Receiver<PeerNiView>,
     seq: u64,
-}
-
-struct Peer {
-    primary: Nid,
-    multi_rail: bool,
-    nids: Vec<Nid>,
-    /// The NIDs its ping info (or push) last gave as DOWN.
-    down: HashSet<Nid>,
-    /// Discovered as Multi-Rail and discovery-capable: this node pushes its ping info to
-    /// it when the info changes.
-    push: bool,
 }
 
 /// One message to send (a PUT, GET, ACK or REPLY) across its attempts.
@@ -668,6 +666,8 @@ struct Txn {
     last_peer_ni: Option<Nid>,
     msg: u64,
     request: lnet::response::Request,
+    /// When the caller's transaction timeout ends it.
+    deadline: Millis,
 }
 
 struct Md {
@@ -683,11 +683,14 @@ pub struct LnetActor {
     completions: mpsc::Sender<TxCompletion>,
     nis: BTreeMap<Nid, LocalNiEntry>,
     ni_order: Vec<Nid>,
-    peers: Vec<Peer>,
+    peers: PeerTable,
     peer_nis: HashMap<Nid, PeerNiEntry>,
     msgs: HashMap<u64, OutMsg>,
     attempts: HashMap<TxId, u64>,
     txns: HashMap<u64, Txn>,
+    /// The open transactions by deadline; one timer, armed for the earliest of them.
+    txn_deadlines: BTreeSet<(Millis, u64)>,
+    txn_timer: Option<(Millis, SpawnHandle)>,
     next_id: u64,
     mds: Vec<Md>,
     seen: HashSet<WireHandle>,
@@ -782,10 +785,6 @@ impl LnetActor {
         self.policy.send_replace(policy);
     }
 
-    fn peer_index(&self, nid: &Nid) -> Option<usize> {
-        self.peers.iter().position(|p| p.nids.contains(nid))
-    }
-
     fn recovery(&self, kind: RecoveryKind) -> Option<&Addr<RecoveryActor>> {
         match kind {
             RecoveryKind::LocalNi => self.local_recovery.as_ref(),
@@ -813,22 +812,12 @@ impl LnetActor {
     }
 
     /// Makes `nids` one peer (merging any peers that held one of them).
-    fn set_peer(&mut self, primary: Nid, nids: Vec<Nid>, multi_rail: bool) {
+    fn set_peer(&mut self, primary: Nid, nids: Vec<Nid>, multi_rail: bool, configured: bool) {
         let nids: Vec<Nid> = nids.into_iter().filter(|n| !self.is_local(n)).collect();
-        self.peers
-            .retain(|p| !p.nids.iter().any(|n| nids.contains(n) || *n == primary));
         for nid in &nids {
             self.ensure_peer_ni(*nid);
         }
-        if !nids.is_empty() {
-            self.peers.push(Peer {
-                primary,
-                multi_rail,
-                nids,
-                down: HashSet::new(),
-                push: false,
-            });
-        }
+        self.peers.set(primary, nids, multi_rail, configured);
     }
 
     fn own_info(&self) -> PingInfo {
@@ -870,7 +859,7 @@ impl LnetActor {
         let peer_nids: Vec<Nid> = match msg.pin_peer {
             Some(p) => vec![p],
             None if msg.forward.is_some() => vec![msg.target],
-            None => match self.peer_index(&msg.target).and_then(|i| self.peers.get(i)) {
+            None => match self.peers.get(&msg.target) {
                 Some(peer) if peer.multi_rail => peer.nids.clone(),
                 _ => vec![msg.target],
             },
@@ -1092,7 +1081,9 @@ impl LnetActor {
         if last {
             txn.done = true;
             let msg = txn.msg;
+            let deadline = txn.deadline;
             self.txns.remove(&txn_id);
+            self.txn_deadlines.remove(&(deadline, txn_id));
             // A send still in the LND only changes health when it completes; one waiting
             // for its resend is dropped.
             let in_lnd = self.msgs.get(&msg).is_some_and(|m| m.attempt.is_some());
@@ -1108,7 +1099,7 @@ impl LnetActor {
     }
 
     fn health_ctx(&self, msg: &OutMsg, peer_ni: Nid, committed: Committed) -> HealthContext {
-        let peer = self.peer_index(&peer_ni).and_then(|i| self.peers.get(i));
+        let peer = self.peers.get(&peer_ni);
         HealthContext {
             committed: Some(committed),
             past_deadline: lnet::timeouts::is_past_deadline(msg.deadline, self.clock.now()),
@@ -1278,8 +1269,8 @@ impl LnetActor {
             return;
         }
         self.heard(&rx, ctx);
-        if self.peer_index(&from).is_none() && !self.is_local(&from) {
-            self.set_peer(from, vec![from], false);
+        if self.peers.get(&from).is_none() && !self.is_local(&from) {
+            self.set_peer(from, vec![from], false, false);
         }
         self.ensure_peer_ni(from);
         let probe = OutMsg {
@@ -1345,20 +1336,16 @@ impl LnetActor {
                     .iter()
                     .find(|m| m.spec.portal == ptl_index && m.spec.match_bits == match_bits)
                 {
-                    if fresh {
-                        let tx = md.deliveries.clone();
-                        let msg = rx.clone();
-                        ctx.spawn(
-                            async move {
-                                let _ = tx.send(msg).await;
-                            }
-                            .into_actor(self),
-                        );
-                    }
-                    true
+                    // Like an MD with no room left: a message its consumer has no space
+                    // for is dropped and not ACKed (the sender's transaction times out).
+                    !fresh || md.deliveries.try_send(rx.clone()).is_ok()
                 } else {
                     false
                 };
+                if !accepted {
+                    bump(&mut self.counters, "drop_count");
+                    tracing::debug!(%from, ptl_index, match_bits, "PUT matched no MD with room; dropped");
+                }
                 if accepted && !ack_wmd.is_none() {
                     let ack = Header {
                         dest_nid: h.src_nid,
@@ -1459,14 +1446,19 @@ impl LnetActor {
         let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
         let primary = nids.first().copied().unwrap_or(from);
         let mr = info.features.contains(Features::MULTI_RAIL);
-        self.set_peer(primary, if nids.is_empty() { vec![from] } else { nids }, mr);
+        self.set_peer(
+            primary,
+            if nids.is_empty() { vec![from] } else { nids },
+            mr,
+            false,
+        );
         let down: HashSet<Nid> = info
             .statuses()
             .filter(|(_, s)| !s.is_up())
             .map(|(n, _)| n)
             .collect();
         let push = mr && info.features.contains(Features::DISCOVERY);
-        if let Some(peer) = self.peers.iter_mut().find(|p| p.primary == primary) {
+        if let Some(peer) = self.peers.by_primary_mut(&primary) {
             peer.down = down;
             peer.push = push;
         }
@@ -1587,8 +1579,10 @@ impl LnetActor {
                 last_peer_ni: None,
                 msg: msg_id,
                 request,
+                deadline,
             },
         );
+        self.txn_deadlines.insert((deadline, txn_id));
         let (pin_local, pin_peer) = recovery.map(|r| (r.1, r.2)).unwrap_or((None, None));
         self.msgs.insert(
             msg_id,
@@ -1607,12 +1601,45 @@ impl LnetActor {
                 forward: None,
             },
         );
-        ctx.run_later(req.timeout, move |act, _| act.expire(txn_id));
+        self.arm_txn_timer(ctx);
         self.dispatch(msg_id);
         Ok(Transaction {
             events: rx,
             want_response: req.want_response,
         })
+    }
+
+    /// Arms the transaction timer for the earliest open deadline, unless it is armed for
+    /// that time or an earlier one already.
+    fn arm_txn_timer(&mut self, ctx: &mut Context<Self>) {
+        let Some(&(first, _)) = self.txn_deadlines.first() else {
+            return;
+        };
+        if let Some((armed, handle)) = self.txn_timer.take() {
+            if armed <= first {
+                self.txn_timer = Some((armed, handle));
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let handle = ctx.run_later(self.clock.until(first), |act, ctx| {
+            act.txn_timer = None;
+            act.expire_due(ctx);
+        });
+        self.txn_timer = Some((first, handle));
+    }
+
+    /// Ends every transaction whose deadline has come, then re-arms the timer.
+    fn expire_due(&mut self, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        while let Some(&(deadline, txn_id)) = self.txn_deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.txn_deadlines.pop_first();
+            self.expire(txn_id);
+        }
+        self.arm_txn_timer(ctx);
     }
 
     fn expire(&mut self, txn_id: u64) {
@@ -1757,6 +1784,7 @@ impl Handler<AddNi> for LnetActor {
             return Err(NodeError::NiExists { nid });
         }
         let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
+        let driver = Arc::clone(&m.driver);
         let (actor, view) = LocalNiActor::new(
             m.driver,
             m.credits,
@@ -1786,13 +1814,40 @@ impl Handler<AddNi> for LnetActor {
                 }
             }
         });
-        self.nis.insert(nid, LocalNiEntry { addr, view, seq: 0 });
+        self.nis.insert(
+            nid,
+            LocalNiEntry {
+                addr,
+                driver,
+                view,
+                seq: 0,
+            },
+        );
         self.ni_order.push(nid);
         self.routes.net_added(nid.net, self.clock.now());
         self.update_policy();
         self.seqno = self.seqno.wrapping_add(1);
         self.push_all(ctx);
         Ok(())
+    }
+}
+
+impl Handler<RemoveNi> for LnetActor {
+    type Result = Result<Arc<dyn Driver>, NodeError>;
+
+    fn handle(&mut self, RemoveNi(nid): RemoveNi, ctx: &mut Context<Self>) -> Self::Result {
+        let entry = self.nis.remove(&nid).ok_or(NodeError::NoSuchNi { nid })?;
+        self.ni_order.retain(|n| *n != nid);
+        let last_on_net = !self.has_net(nid.net);
+        self.routes.ni_removed(&nid, last_on_net);
+        if let Some(q) = &self.local_recovery {
+            q.do_send(Forget { nid });
+        }
+        self.update_policy();
+        // The ping info lost an entry: a new sequence number, pushed to the peers.
+        self.seqno = self.seqno.wrapping_add(1);
+        self.push_all(ctx);
+        Ok(entry.driver)
     }
 }
 
@@ -1809,7 +1864,12 @@ impl Handler<AddPeer> for LnetActor {
         if !nids.contains(&m.primary) {
             nids.insert(0, m.primary);
         }
-        self.set_peer(m.primary, nids, m.multi_rail);
+        self.peers
+            .check_configured(m.primary, &nids)
+            .map_err(|NidTaken { nid, owner }| NodeError::BadPeer {
+                reason: format!("{nid} belongs to peer {owner} already"),
+            })?;
+        self.set_peer(m.primary, nids, m.multi_rail, true);
         Ok(())
     }
 }
@@ -2051,11 +2111,13 @@ impl Node {
             completions: ctx_tx.clone(),
             nis: BTreeMap::new(),
             ni_order: Vec::new(),
-            peers: Vec::new(),
+            peers: PeerTable::default(),
             peer_nis: HashMap::new(),
             msgs: HashMap::new(),
             attempts: HashMap::new(),
             txns: HashMap::new(),
+            txn_deadlines: BTreeSet::new(),
+            txn_timer: None,
             next_id: 0,
             mds: Vec::new(),
             seen: HashSet::new(),
@@ -2127,14 +2189,48 @@ impl Node {
             .map_err(|e| NodeError::NiStart {
                 reason: e.to_string(),
             })?;
-        let nid = Lnd::nid(&lnd);
-        self.addr
+        let driver = Arc::new(NiDriver::new(lnd));
+        let nid = driver.nid();
+        self.add_driver(driver, credits).await?;
+        Ok(nid)
+    }
+
+    /// Adds an NI whose LND was started already (with [`Node::handler`] as its handler).
+    pub async fn add_driver(&self, driver: Arc<dyn Driver>, credits: u32) -> Result<(), NodeError> {
+        let nid = driver.nid();
+        if let Err(e) = self
+            .addr
             .send(AddNi {
-                driver: Arc::new(lnd),
+                driver: Arc::clone(&driver),
                 credits,
             })
-            .await??;
-        Ok(nid)
+            .await?
+        {
+            driver.stop().await;
+            return Err(e);
+        }
+        tracing::debug!(%nid, "NI added");
+        Ok(())
+    }
+
+    /// Takes local NI `nid` out of the node (`lnetctl net del`): it is no longer selected
+    /// nor advertised (the new ping info is pushed to the discovered peers), leaves the
+    /// recovery queue, and its LND is stopped (its connections closed, sends not yet on the
+    /// wire aborted). Whether the LND stopped cleanly.
+    pub async fn remove_ni(&self, nid: Nid) -> Result<bool, NodeError> {
+        let driver = self.addr.send(RemoveNi(nid)).await??;
+        self.faults.remove(&nid);
+        Ok(driver.stop().await)
+    }
+
+    /// Removes every local NI ([`Node::remove_ni`]), as a stopping node does last. Whether
+    /// every LND stopped cleanly.
+    pub async fn stop_nis(&self) -> Result<bool, NodeError> {
+        let mut clean = true;
+        for ni in self.local_nis().await? {
+            clean &= self.remove_ni(ni.nid).await?;
+        }
+        Ok(clean)
     }
 
     /// Adds (or replaces) a peer: its primary NID, its NIDs (on one or more nets), and
@@ -2364,19 +2460,28 @@ impl Node {
         config: L::Config,
         credits: u32,
     ) -> Result<Nid, NodeError> {
-        let lnd =
-            Arc::new(
-                L::start(config, self.handler())
-                    .await
-                    .map_err(|e| NodeError::NiStart {
-                        reason: e.to_string(),
-                    })?,
-            );
-        let nid = Lnd::nid(&*lnd);
-        let driver: Arc<dyn Driver> = lnd.clone();
-        self.addr.send(AddNi { driver, credits }).await??;
-        self.faults.insert(nid, lnd);
+        let lnd = L::start(config, self.handler())
+            .await
+            .map_err(|e| NodeError::NiStart {
+                reason: e.to_string(),
+            })?;
+        let driver = Arc::new(NiDriver::new(lnd));
+        let nid = driver.nid();
+        self.add_driver_with_faults(driver, credits).await?;
         Ok(nid)
+    }
+
+    /// [`Node::add_driver`] for an LND with fault hooks, kept as [`Node::add_ni_with_faults`]
+    /// keeps them.
+    pub async fn add_driver_with_faults<L: Lnd + FaultHooks>(
+        &self,
+        driver: Arc<NiDriver<L>>,
+        credits: u32,
+    ) -> Result<(), NodeError> {
+        let nid = driver.nid();
+        self.add_driver(driver.clone(), credits).await?;
+        self.faults.insert(nid, driver);
+        Ok(())
     }
 
     fn fault_hooks(&self, ni: Nid) -> Result<Arc<dyn FaultHooks>, NodeError> {

@@ -43,6 +43,13 @@ pub(crate) struct Heard {
     pub(crate) nid: Nid,
 }
 
+/// The NI is gone (removed from the node): it leaves the queue.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct Forget {
+    pub(crate) nid: Nid,
+}
+
 /// The queue's entries, in order (`lnetctl debug recovery`).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "Vec<RecoveryEntry<Nid>>")]
@@ -173,6 +180,20 @@ impl Handler<Heard> for RecoveryActor {
 
     fn handle(&mut self, h: Heard, _ctx: &mut Context<Self>) {
         self.queue.message_received(&h.nid, self.clock.now());
+    }
+}
+
+impl Handler<Forget> for RecoveryActor {
+    type Result = ();
+
+    fn handle(&mut self, f: Forget, _ctx: &mut Context<Self>) {
+        if self.queue.remove(&f.nid).is_some() {
+            self.events.publish(Event::RecoveryLeft {
+                at: self.clock.now(),
+                queue: self.queue.kind(),
+                nid: f.nid,
+            });
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use fabric_support::{md, nid, Fab, BITS, BOUND, PORTAL};
 use std::time::Duration;
 
 use actors::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
-use actors::{GetRequest, MsgEventKind, Node, NodeConfig, PutRequest};
+use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
 use bytes::Bytes;
 use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
 use lnet::route::{RouteDown, RouteSpec, RouterCheck};
@@ -225,7 +225,8 @@ async fn two_gateways_share_traffic_round_robin() {
     tokio::time::pause();
     timeout(BOUND, async {
         let t = topology(true, None).await;
-        let _md = t.b.attach(md()).await.unwrap();
+        // Room for every PUT: nobody reads them.
+        let _md = t.b.attach(MdSpec { depth: 20, ..md() }).await.unwrap();
         for i in 0..20 {
             let got = t.a.put(put_of(B, 100, i)).await.unwrap().finish().await;
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");

@@ -208,3 +208,66 @@ async fn a_local_ni_change_is_pushed_to_discovered_peers() {
     .await
     .expect("bounded");
 }
+
+#[actix::test]
+async fn a_removed_ni_leaves_selection_ping_info_recovery_and_its_lnd() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp", "10.0.0.2@tcp"]).await;
+        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
+        let mut rx = b
+            .attach(MdSpec {
+                portal: PORTAL,
+                match_bits: BITS,
+                data: Bytes::new(),
+                depth: 64,
+            })
+            .await
+            .unwrap();
+        a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        wait_view(&b, an[0], |v| v == [(an[0], true), (an[1], true)]).await;
+
+        // A's second NI fails and goes on the local recovery queue.
+        let _rule = fabric.add_rule(FaultRule::new(
+            NidMatch::Nid(an[1]),
+            NidMatch::Any,
+            FaultAction::Fail(HealthStatus::LocalError),
+        ));
+        a.set_local_ni_health(an[1], HealthValue::ZERO)
+            .await
+            .unwrap();
+        let queued = a.recovery(RecoveryKind::LocalNi).await.unwrap();
+        assert!(queued.iter().any(|e| e.key == an[1]), "{queued:?}");
+        let seqno = a.ping_info().await.unwrap().seqno;
+
+        assert!(a.remove_ni(an[1]).await.unwrap(), "its LND stopped cleanly");
+        let info = a.ping_info().await.unwrap();
+        assert_eq!(info.seqno, seqno.wrapping_add(1));
+        assert!(info.status_of(&an[1]).is_none());
+        // The push tells B: A has one NID left.
+        wait_view(&b, an[0], |v| v == [(an[0], true)]).await;
+        assert!(a.recovery(RecoveryKind::LocalNi).await.unwrap().is_empty());
+        let net = a.net_show().await.unwrap();
+        let tcp: Vec<Nid> = net.nets[1].nis.iter().map(|n| n.nid).collect();
+        assert_eq!(tcp, vec![an[0]]);
+        // Traffic goes on over the NI that is left.
+        for _ in 0..10 {
+            let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            assert_eq!(rx.recv().await.unwrap().ni, bn[0]);
+        }
+        assert_eq!(a.local_nis().await.unwrap().len(), 1);
+        assert!(matches!(
+            a.remove_ni(an[1]).await,
+            Err(actors::NodeError::NoSuchNi { .. })
+        ));
+        // The fabric let go of the NID: the LND really stopped.
+        a.add_ni::<Fab>(FabricConfig::new(&fabric, an[1]), 8)
+            .await
+            .unwrap();
+        wait_view(&b, an[0], |v| v.len() == 2).await;
+    })
+    .await
+    .expect("bounded");
+}

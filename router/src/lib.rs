@@ -5,7 +5,6 @@
 //!
 //! * [`plan`]: the file to what is started, every refusal naming its key and line;
 //! * [`locate`]: the line of a key path in the YAML text;
-//! * [`ni`]: a socklnd NI the daemon can stop after handing it to the node;
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
 //! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
@@ -18,7 +17,6 @@ pub mod cli;
 pub mod demo;
 pub mod link;
 pub mod locate;
-pub mod ni;
 pub mod plan;
 pub mod run;
 pub mod startup;

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actors::{Node, NodeConfig, NodeError};
-use lnd::socklnd::SockLndConfig;
+use actors::{NiDriver, Node, NodeConfig, NodeError};
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnd::Lnd;
 use lnet::Nid;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::ni::{NiSlot, StoppableConfig, StoppableSockLnd};
 use crate::plan::{Plan, TcpNi};
 
 /// How long a stopping router keeps forwarding after it told its peers it is going down,
@@ -96,13 +96,12 @@ fn socklnd_config(ni: &TcpNi, incarnation: u64) -> SockLndConfig {
 pub struct Running {
     /// The node.
     pub node: Node,
-    slots: Vec<Arc<NiSlot>>,
 }
 
 impl Running {
     /// Stops every NI; whether all stopped cleanly.
     pub async fn stop(self) -> bool {
-        stop_all(&self.slots).await
+        stop_all(&self.node).await
     }
 }
 
@@ -116,9 +115,8 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
         ..NodeConfig::default()
     });
     let incarnation = incarnation();
-    let mut slots: Vec<Arc<NiSlot>> = Vec::new();
-    if let Err(e) = start(&node, plan, incarnation, &mut slots).await {
-        stop_all(&slots).await;
+    if let Err(e) = start(&node, plan, incarnation).await {
+        stop_all(&node).await;
         return Err(e);
     }
     let links: Vec<(Nid, String)> = plan
@@ -130,7 +128,7 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
         })
         .collect();
     actix::spawn(crate::link::watch(node.clone(), links));
-    Ok(Running { node, slots })
+    Ok(Running { node })
 }
 
 /// The daemon's API: where it listens, and the store that holds its tokens and event log.
@@ -204,31 +202,24 @@ pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
     Ok(())
 }
 
-async fn start(
-    node: &Node,
-    plan: &Plan,
-    incarnation: u64,
-    slots: &mut Vec<Arc<NiSlot>>,
-) -> Result<(), RunError> {
+async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunError> {
     for ni in &plan.nis {
-        let slot = NiSlot::new();
-        slots.push(Arc::clone(&slot));
         let config = socklnd_config(ni, incarnation);
         let credits = config.credits;
-        node.add_ni_with_faults::<StoppableSockLnd>(
-            StoppableConfig {
-                socklnd: config,
-                slot: Arc::clone(&slot),
-            },
-            credits,
-        )
-        .await
-        .map_err(|source| RunError::Ni {
+        let failed = |source| RunError::Ni {
             nid: ni.nid,
             listen: ni.listen,
             source,
+        };
+        let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
+            failed(NodeError::NiStart {
+                reason: e.to_string(),
+            })
         })?;
-        let at = slot.local_addr().unwrap_or(ni.listen);
+        let at = lnd.local_addr().unwrap_or(ni.listen);
+        node.add_driver_with_faults(Arc::new(NiDriver::new(lnd)), credits)
+            .await
+            .map_err(failed)?;
         println!("lnet-router: NI {} listening on {at}", ni.nid);
         tracing::info!(nid = %ni.nid, listen = %at, "NI up");
     }
@@ -272,10 +263,6 @@ async fn start(
 }
 
 /// Stops every NI; whether all stopped cleanly.
-async fn stop_all(slots: &[Arc<NiSlot>]) -> bool {
-    let mut clean = true;
-    for s in slots {
-        clean &= s.stop().await;
-    }
-    clean
+async fn stop_all(node: &Node) -> bool {
+    node.stop_nis().await.unwrap_or(false)
 }

@@ -110,6 +110,14 @@ impl Routes {
             .or_insert_with(|| NetLiveness::new(now));
     }
 
+    /// NI `nid` was removed; `last_on_net`: no NI is left on its net.
+    pub(super) fn ni_removed(&mut self, nid: &Nid, last_on_net: bool) {
+        self.link_down.remove(nid);
+        if last_on_net {
+            self.nets.remove(&nid.net);
+        }
+    }
+
     /// Whether the node is draining: every NI advertised DOWN, routing disabled in its
     /// ping info.
     pub(super) fn draining(&self) -> bool {

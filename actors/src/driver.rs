@@ -1,0 +1,141 @@
+//! A started LND as the node drives it: sends, and a stop that can come later.
+//!
+//! [`Lnd::stop`] takes the LND by value, while sends under way share it. [`NiDriver`] keeps
+//! the LND in a slot: a send borrows it for as long as the LND takes to accept the
+//! message; [`Driver::stop`] takes it out of the slot (from then on sends are refused as
+//! stopped), waits a bounded time for the sends under way to return, and stops it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lnd::{Lnd, SendError, TxRequest};
+use lnet::Nid;
+
+use crate::fault::{FaultAddError, FaultHooks, FaultRule, RuleId, RuleStats};
+
+/// How long [`Driver::stop`] waits for sends under way to return before it drops the LND
+/// (which closes it too, less cleanly).
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How often it looks.
+const STOP_POLL: Duration = Duration::from_millis(10);
+
+/// A started LND behind a trait object, so that NIs of different LNDs sit side by side.
+pub trait Driver: Send + Sync + 'static {
+    /// The NI's NID.
+    fn nid(&self) -> Nid;
+    /// [`Lnd::send`]; [`SendError::Stopped`] once the NI is stopped.
+    fn send(
+        &self,
+        tx: TxRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
+    /// [`Lnd::stop`]: takes the NI down. Whether it stopped cleanly (every send under way
+    /// had returned within a bounded wait); a second call does nothing and says true.
+    fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+}
+
+/// An LND in its slot. See the module documentation.
+pub struct NiDriver<L> {
+    nid: Nid,
+    slot: Mutex<Option<Arc<L>>>,
+}
+
+impl<L> std::fmt::Debug for NiDriver<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NiDriver").field("nid", &self.nid).finish()
+    }
+}
+
+impl<L: Lnd> NiDriver<L> {
+    /// Keeps the started `lnd`.
+    pub fn new(lnd: L) -> NiDriver<L> {
+        NiDriver {
+            nid: lnd.nid(),
+            slot: Mutex::new(Some(Arc::new(lnd))),
+        }
+    }
+
+    /// The running LND; `None` once stopped.
+    pub fn lnd(&self) -> Option<Arc<L>> {
+        self.slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn stop_lnd(&self) -> bool {
+        let taken = self
+            .slot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(mut lnd) = taken else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + STOP_WAIT;
+        loop {
+            match Arc::try_unwrap(lnd) {
+                Ok(owned) => {
+                    owned.stop().await;
+                    return true;
+                }
+                Err(shared) if tokio::time::Instant::now() < deadline => {
+                    lnd = shared;
+                    tokio::time::sleep(STOP_POLL).await;
+                }
+                Err(_) => {
+                    tracing::warn!(nid = %self.nid, "sends still under way: NI dropped");
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+impl<L: Lnd> Driver for NiDriver<L> {
+    fn nid(&self) -> Nid {
+        self.nid
+    }
+
+    fn send(
+        &self,
+        tx: TxRequest,
+    ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>> {
+        let lnd = self.lnd();
+        let ni = self.nid;
+        Box::pin(async move {
+            match lnd {
+                Some(lnd) => lnd.send(tx).await,
+                None => Err(SendError::Stopped { ni }),
+            }
+        })
+    }
+
+    fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
+        Box::pin(self.stop_lnd())
+    }
+}
+
+impl<L: Lnd + FaultHooks> FaultHooks for NiDriver<L> {
+    fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
+        match self.lnd() {
+            Some(lnd) => lnd.add_fault_rule(rule),
+            None => Err(FaultAddError::Stopped),
+        }
+    }
+
+    fn remove_fault_rule(&self, id: RuleId) -> bool {
+        self.lnd().is_some_and(|l| l.remove_fault_rule(id))
+    }
+
+    fn clear_fault_rules(&self) {
+        if let Some(l) = self.lnd() {
+            l.clear_fault_rules();
+        }
+    }
+
+    fn fault_rules(&self) -> Vec<RuleStats> {
+        self.lnd().map(|l| l.fault_rules()).unwrap_or_default()
+    }
+}

@@ -1,0 +1,200 @@
+//! The peer table: peers by primary NID, and which peer each peer NI belongs to.
+//!
+//! Every lookup by NID is a hash lookup, so that a node with many peers pays the same per
+//! message as one with a few, and adding a peer costs in the number of its own NIDs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use lnet::Nid;
+
+/// One peer: a primary NID and its peer NIs.
+#[derive(Debug)]
+pub(super) struct Peer {
+    pub(super) primary: Nid,
+    pub(super) multi_rail: bool,
+    pub(super) nids: Vec<Nid>,
+    /// The NIDs its ping info (or push) last gave as DOWN.
+    pub(super) down: HashSet<Nid>,
+    /// Discovered as Multi-Rail and discovery-capable: this node pushes its ping info to
+    /// it when the info changes.
+    pub(super) push: bool,
+    /// Added by the administrator (configuration, API), not only learned from traffic or
+    /// discovery: another configured peer may not take its NIDs.
+    pub(super) configured: bool,
+}
+
+/// Why a configured peer was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct NidTaken {
+    /// The NID asked for.
+    pub(super) nid: Nid,
+    /// The configured peer that has it.
+    pub(super) owner: Nid,
+}
+
+/// Peers by primary NID, with an index from every peer NI to its peer.
+#[derive(Debug, Default)]
+pub(super) struct PeerTable {
+    by_primary: BTreeMap<Nid, Peer>,
+    primary_of: HashMap<Nid, Nid>,
+}
+
+impl PeerTable {
+    /// The peer that has `nid` among its NIDs.
+    pub(super) fn get(&self, nid: &Nid) -> Option<&Peer> {
+        self.primary_of
+            .get(nid)
+            .and_then(|p| self.by_primary.get(p))
+    }
+
+    /// The peer whose primary NID is `primary`, to change.
+    pub(super) fn by_primary_mut(&mut self, primary: &Nid) -> Option<&mut Peer> {
+        self.by_primary.get_mut(primary)
+    }
+
+    /// Every peer, by primary NID.
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Peer> {
+        self.by_primary.values()
+    }
+
+    /// How many peers.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.by_primary.len()
+    }
+
+    /// Checks that a configured peer `primary` with `nids` takes no NID of another
+    /// configured peer (seed 003 snd-065: the same NID under two peers is an error).
+    pub(super) fn check_configured(&self, primary: Nid, nids: &[Nid]) -> Result<(), NidTaken> {
+        for nid in std::iter::once(&primary).chain(nids) {
+            if let Some(owner) = self.get(nid) {
+                if owner.configured && owner.primary != primary {
+                    return Err(NidTaken {
+                        nid: *nid,
+                        owner: owner.primary,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes `nids` one peer with primary `primary`: every peer that held one of them (or
+    /// has `primary` as its primary) is replaced. A peer stays configured once it was.
+    pub(super) fn set(&mut self, primary: Nid, nids: Vec<Nid>, multi_rail: bool, configured: bool) {
+        let mut merged: HashSet<Nid> = HashSet::new();
+        let mut was_configured = false;
+        for nid in std::iter::once(&primary).chain(&nids) {
+            let Some(old) = self.primary_of.get(nid).copied() else {
+                continue;
+            };
+            if merged.insert(old) {
+                if let Some(p) = self.by_primary.remove(&old) {
+                    was_configured |= p.configured;
+                    for n in &p.nids {
+                        self.primary_of.remove(n);
+                    }
+                }
+            }
+        }
+        if let Some(p) = self.by_primary.remove(&primary) {
+            was_configured |= p.configured;
+            for n in &p.nids {
+                self.primary_of.remove(n);
+            }
+        }
+        if nids.is_empty() {
+            return;
+        }
+        for n in &nids {
+            self.primary_of.insert(*n, primary);
+        }
+        self.by_primary.insert(
+            primary,
+            Peer {
+                primary,
+                multi_rail,
+                nids,
+                down: HashSet::new(),
+                push: false,
+                configured: configured || was_configured,
+            },
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nid(s: &str) -> Nid {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_nid_finds_its_peer_and_merging_replaces_the_old_peers() {
+        let mut t = PeerTable::default();
+        t.set(nid("10.0.0.1@tcp"), vec![nid("10.0.0.1@tcp")], false, false);
+        t.set(nid("10.0.0.2@tcp"), vec![nid("10.0.0.2@tcp")], false, false);
+        assert_eq!(t.len(), 2);
+        t.set(
+            nid("10.0.0.1@tcp"),
+            vec![
+                nid("10.0.0.1@tcp"),
+                nid("10.0.0.2@tcp"),
+                nid("10.0.1.1@tcp1"),
+            ],
+            true,
+            false,
+        );
+        assert_eq!(t.len(), 1);
+        let p = t.get(&nid("10.0.1.1@tcp1")).unwrap();
+        assert_eq!(p.primary, nid("10.0.0.1@tcp"));
+        assert!(p.multi_rail);
+        assert_eq!(p.nids.len(), 3);
+    }
+
+    #[test]
+    fn snd_065_a_configured_peers_nid_cannot_go_to_another_configured_peer() {
+        let mut t = PeerTable::default();
+        t.set(
+            nid("10.0.0.1@tcp"),
+            vec![nid("10.0.0.1@tcp"), nid("10.0.0.9@tcp")],
+            true,
+            true,
+        );
+        // Learned peers may be taken over by a configured one ...
+        t.set(nid("10.0.0.5@tcp"), vec![nid("10.0.0.5@tcp")], false, false);
+        assert!(t
+            .check_configured(nid("10.0.0.6@tcp"), &[nid("10.0.0.5@tcp")])
+            .is_ok());
+        // ... a configured peer's NIDs may not.
+        assert_eq!(
+            t.check_configured(nid("10.0.0.7@tcp"), &[nid("10.0.0.9@tcp")]),
+            Err(NidTaken {
+                nid: nid("10.0.0.9@tcp"),
+                owner: nid("10.0.0.1@tcp"),
+            })
+        );
+        // The same peer may be configured again with more NIDs.
+        assert!(t
+            .check_configured(
+                nid("10.0.0.1@tcp"),
+                &[nid("10.0.0.9@tcp"), nid("10.0.0.8@tcp")]
+            )
+            .is_ok());
+    }
+
+    #[test]
+    fn a_configured_peer_stays_configured_when_discovery_rewrites_it() {
+        let mut t = PeerTable::default();
+        t.set(nid("10.0.0.1@tcp"), vec![nid("10.0.0.1@tcp")], false, true);
+        t.set(
+            nid("10.0.0.1@tcp"),
+            vec![nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp")],
+            true,
+            false,
+        );
+        assert!(t.get(&nid("10.0.0.2@tcp")).unwrap().configured);
+    }
+}
