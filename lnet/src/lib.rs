@@ -14,6 +14,8 @@ pub mod header;
 pub mod health;
 pub mod netcheck;
 pub mod nid;
+pub mod nidexpr;
+pub mod numa;
 pub mod order;
 pub mod ping;
 pub mod recovery;
@@ -25,6 +27,7 @@ pub mod show;
 pub mod time;
 pub mod timeouts;
 pub mod tunables;
+pub mod udsp;
 
 pub use acceptor::{
     AcceptorError, AcceptorRequest, AcceptorVersion, ACCEPTOR_MAGIC, ACCEPTOR_PORT,
