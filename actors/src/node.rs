@@ -52,6 +52,7 @@ use lnet::health::check::{Committed, NiState, NoResend, Resend, ResendFrom};
 use lnet::health::{health_check, HealthContext, HealthStatus, HealthValue};
 use lnet::netcheck::NetCheckMode;
 use lnet::nid::PID_LUSTRE;
+use lnet::numa::NumaTopology;
 use lnet::ping::{INTERFACES_MAX_DEFAULT, RESERVED_PORTAL};
 use lnet::recovery::{RecoveryConfig, RecoveryEntry, RecoveryKind};
 use lnet::route::RouterCheck;
@@ -62,6 +63,7 @@ use lnet::selection::{
 };
 use lnet::time::Millis;
 use lnet::tunables::Tunables;
+use lnet::udsp::{UdspError, UdspPolicy};
 use lnet::{
     Features, Header, Message as LnetMsg, Net, NiStatus, Nid, PingInfo, WireHandle, PING_MATCHBITS,
 };
@@ -111,6 +113,13 @@ pub struct NodeConfig {
     pub net_check: NetCheckMode,
     /// Router-buffer credits of each peer NI (`peer_buffer_credits`); 0: `peer_credits`.
     pub peer_buffer_credits: u32,
+    /// The UDSP rules, compiled ([`Node::set_udsp`] replaces them).
+    pub udsp: UdspPolicy,
+    /// The machine's NUMA distances.
+    pub numa: NumaTopology,
+    /// The NUMA node of the memory of messages this node sends itself (its process's
+    /// node, when it runs on one); forwarded messages have none.
+    pub memory_node: Option<u32>,
 }
 
 static INCARNATIONS: AtomicU64 = AtomicU64::new(1);
@@ -129,6 +138,9 @@ impl Default for NodeConfig {
             router_check: RouterCheck::default(),
             net_check: NetCheckMode::ACTIVE,
             peer_buffer_credits: 0,
+            udsp: UdspPolicy::default(),
+            numa: NumaTopology::default(),
+            memory_node: None,
         }
     }
 }
@@ -192,6 +204,9 @@ pub enum NodeError {
     /// The LND refused a fault rule.
     #[error("fault rule refused: {0}")]
     FaultRule(FaultAddError),
+    /// A UDSP rule list was refused.
+    #[error("UDSP rules refused: {0}")]
+    Udsp(UdspError),
 }
 
 impl From<MailboxError> for NodeError {
@@ -605,11 +620,28 @@ struct NiStatusChanged;
 #[rtype(result = "(u32, usize)")]
 struct ShowSettings;
 
+/// Replaces the UDSP rules.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SetUdsp(UdspPolicy);
+
+/// The UDSP rules in force.
+#[derive(Message)]
+#[rtype(result = "UdspPolicy")]
+struct GetUdsp;
+
+/// Sets the NUMA node of a local NI's device.
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+struct SetNiNumaNode(Nid, Option<u32>);
+
 // ---------------------------------------------------------------------------------------
 
 struct LocalNiEntry {
     addr: Addr<LocalNiActor>,
     driver: Arc<dyn Driver>,
+    /// The NUMA node of its device, if known.
+    numa_node: Option<u32>,
     view: watch::Receiver<LocalNiView>,
     seq: u64,
 }
@@ -888,6 +920,12 @@ impl LnetActor {
 
     /// Picks a local NI and one of `peer_nids` (all on local nets) by the Multi-Rail rules.
     fn select_direct(&self, msg: &OutMsg, peer_nids: &[Nid]) -> Option<(Nid, Nid)> {
+        let udsp = &self.config.udsp;
+        let memory_node = if msg.forward.is_some() {
+            None
+        } else {
+            self.config.memory_node
+        };
         let local: Vec<LocalNiCandidate<Nid>> = self
             .nis
             .iter()
@@ -899,9 +937,9 @@ impl LnetActor {
                     net: nid.net,
                     fatal: self.routes.link_down(nid),
                     health: v.health,
-                    sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    sel_priority: udsp.local_ni_priority(nid),
                     dev_priority: LNET_MAX_SELECTION_PRIORITY,
-                    numa_distance: 0,
+                    numa_distance: self.config.numa.ni_distance(memory_node, e.numa_node),
                     tx_credits: v.tx_credits,
                     seq: e.seq,
                 }
@@ -921,7 +959,7 @@ impl LnetActor {
                     id: *nid,
                     net: nid.net,
                     health,
-                    sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    sel_priority: udsp.peer_ni_priority(nid),
                     tx_credits: credits,
                     seq,
                 }
@@ -941,11 +979,11 @@ impl LnetActor {
                     peer_net_health: best(
                         &mut peers.iter().filter(|p| p.net == net).map(|p| p.health),
                     ),
-                    peer_net_sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    peer_net_sel_priority: udsp.peer_net_priority(net),
                     local_net_health: best(
                         &mut local.iter().filter(|l| l.net == net).map(|l| l.health),
                     ),
-                    local_net_sel_priority: LNET_MAX_SELECTION_PRIORITY,
+                    local_net_sel_priority: udsp.local_net_priority(net),
                     peer_net_seq: 0,
                     local_net_seq: 0,
                 }
@@ -955,7 +993,9 @@ impl LnetActor {
             numa_range: self.config.tunables.numa_range(),
             gpu_memory: false,
         };
-        let path = select_path(&net_candidates, &local, &peers, params, |_, _| false)?;
+        let path = select_path(&net_candidates, &local, &peers, params, |p, l| {
+            udsp.prefers_local(&p.id, &l.id)
+        })?;
         Some((path.local_ni.id, path.peer_ni.id))
     }
 
@@ -1819,6 +1859,7 @@ impl Handler<AddNi> for LnetActor {
             LocalNiEntry {
                 addr,
                 driver,
+                numa_node: None,
                 view,
                 seq: 0,
             },
@@ -2039,6 +2080,36 @@ impl Handler<NiStatusChanged> for LnetActor {
 
     fn handle(&mut self, _: NiStatusChanged, ctx: &mut Context<Self>) {
         self.push_all(ctx);
+    }
+}
+
+impl Handler<SetUdsp> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, SetUdsp(policy): SetUdsp, _ctx: &mut Context<Self>) {
+        self.config.udsp = policy;
+    }
+}
+
+impl Handler<GetUdsp> for LnetActor {
+    type Result = MessageResult<GetUdsp>;
+
+    fn handle(&mut self, _: GetUdsp, _ctx: &mut Context<Self>) -> MessageResult<GetUdsp> {
+        MessageResult(self.config.udsp.clone())
+    }
+}
+
+impl Handler<SetNiNumaNode> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(
+        &mut self,
+        SetNiNumaNode(nid, node): SetNiNumaNode,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
+        let e = self.nis.get_mut(&nid).ok_or(NodeError::NoSuchNi { nid })?;
+        e.numa_node = node;
+        Ok(())
     }
 }
 
@@ -2451,6 +2522,24 @@ impl Node {
     /// documents).
     pub(crate) async fn show_settings(&self) -> Result<(u32, usize), NodeError> {
         Ok(self.addr.send(ShowSettings).await?)
+    }
+
+    /// Replaces the UDSP rules (`udsp:`; `lnetctl udsp add|del`): they apply to every
+    /// selection from now on. A bad list is refused whole, naming the rule and field.
+    pub async fn set_udsp(&self, rules: &[lnet::config::UdspRule]) -> Result<(), NodeError> {
+        let policy = UdspPolicy::new(rules).map_err(NodeError::Udsp)?;
+        Ok(self.addr.send(SetUdsp(policy)).await?)
+    }
+
+    /// The UDSP rules in force.
+    pub async fn udsp(&self) -> Result<UdspPolicy, NodeError> {
+        Ok(self.addr.send(GetUdsp).await?)
+    }
+
+    /// Sets the NUMA node of local NI `nid`'s device (`None`: it has none), which the
+    /// local NI choice compares with [`NodeConfig::memory_node`].
+    pub async fn set_ni_numa_node(&self, nid: Nid, node: Option<u32>) -> Result<(), NodeError> {
+        self.addr.send(SetNiNumaNode(nid, node)).await?
     }
 
     /// Starts an NI on LND `L`, as [`Node::add_ni`] does, and keeps its fault hooks so

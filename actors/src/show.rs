@@ -29,6 +29,7 @@ use lnet::recovery::RecoveryKind;
 use lnet::show::{
     NetShow, PeerShow, RecoveryShow, ShowNet, ShowNi, ShowPeer, ShowPeerNi, StatsShow, UdspInfo,
 };
+use lnet::udsp::UdspPolicy;
 use lnet::{Net, Nid};
 
 use crate::ni::{LocalNiView, NiStats, PeerNiView, TypeCounts};
@@ -98,7 +99,7 @@ fn lo_ni(n_cpts: usize) -> ShowNi {
     }
 }
 
-fn local_ni(v: &LocalNiView, peer_credits: u32, n_cpts: usize) -> ShowNi {
+fn local_ni(v: &LocalNiView, udsp: &UdspPolicy, peer_credits: u32, n_cpts: usize) -> ShowNi {
     let s = &v.stats;
     ShowNi {
         nid: v.nid,
@@ -108,7 +109,7 @@ fn local_ni(v: &LocalNiView, peer_credits: u32, n_cpts: usize) -> ShowNi {
         },
         interfaces: Vec::new(),
         statistics: statistics(s),
-        udsp: Some(UdspInfo::default()),
+        udsp: Some(udsp.local_ni_info(&v.nid)),
         sent_stats: msg_stats(&s.sent),
         received_stats: msg_stats(&s.received),
         dropped_stats: msg_stats(&s.dropped),
@@ -145,7 +146,11 @@ fn credits(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-fn peer_ni(v: &PeerNiView, rtr: Option<&lnet::rtrbuf::PeerRtrCredits>) -> ShowPeerNi {
+fn peer_ni(
+    v: &PeerNiView,
+    udsp: &UdspPolicy,
+    rtr: Option<&lnet::rtrbuf::PeerRtrCredits>,
+) -> ShowPeerNi {
     let s = &v.stats;
     let (rtr_now, rtr_min) = match rtr {
         Some(r) => (credits(r.credits), credits(r.mincredits)),
@@ -153,7 +158,7 @@ fn peer_ni(v: &PeerNiView, rtr: Option<&lnet::rtrbuf::PeerRtrCredits>) -> ShowPe
     };
     ShowPeerNi {
         nid: v.nid,
-        udsp: Some(UdspInfo::default()),
+        udsp: Some(udsp.peer_ni_info(&v.nid)),
         state: PeerNiState::NotApplicable,
         credits: PeerNiCredits {
             max_ni_tx_credits: v.max_tx_credits,
@@ -202,12 +207,13 @@ impl Node {
     pub async fn net_show(&self) -> Result<NetShow, NodeError> {
         let nis = self.local_nis().await?;
         let (peer_credits, n_cpts) = self.show_settings().await?;
+        let udsp = self.udsp().await?;
         let mut nets = vec![ShowNet {
             net_type: Net::LO,
             nis: vec![lo_ni(n_cpts)],
         }];
         for v in &nis {
-            let ni = local_ni(v, peer_credits, n_cpts);
+            let ni = local_ni(v, &udsp, peer_credits, n_cpts);
             match nets.iter_mut().find(|n| n.net_type == v.nid.net) {
                 Some(net) => net.nis.push(ni),
                 None => nets.push(ShowNet {
@@ -223,6 +229,7 @@ impl Node {
     /// credits.
     pub async fn peer_show(&self) -> Result<PeerShow, NodeError> {
         let peers = self.peers().await?;
+        let udsp = self.udsp().await?;
         let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> = self
             .routing_show()
             .await?
@@ -237,7 +244,11 @@ impl Node {
                     primary_nid: p.primary,
                     multi_rail: p.multi_rail,
                     peer_state: 0,
-                    nis: p.nis.iter().map(|v| peer_ni(v, rtr.get(&v.nid))).collect(),
+                    nis: p
+                        .nis
+                        .iter()
+                        .map(|v| peer_ni(v, &udsp, rtr.get(&v.nid)))
+                        .collect(),
                 })
                 .collect(),
         })

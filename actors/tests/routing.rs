@@ -501,3 +501,49 @@ async fn a_router_advertises_forwarding_and_up_nis_from_its_first_ping() {
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn udsp_dst_rte_rule_sends_a_nets_traffic_through_the_preferred_gateway() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(true, None).await;
+        let _md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
+        // Traffic for tcp1 prefers R2; nothing else changes.
+        t.a.set_udsp(&[lnet::config::UdspRule {
+            dst: Some("tcp1".into()),
+            rte: Some(R2A.into()),
+            ..lnet::config::UdspRule::default()
+        }])
+        .await
+        .unwrap();
+        for i in 0..20 {
+            let got = t.a.put(put_of(B, 100, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        assert_eq!(counter(&t.r1, "route_count").await, 0);
+        // The 20 PUTs through R2; B's ACKs take B's own routes (both gateways).
+        assert!(counter(&t.r2, "route_count").await >= 20);
+        // A dead preferred gateway is never chosen: R2's NI on A's net goes silent for A.
+        t.fabric.add_rule(FaultRule::new(
+            NidMatch::Nid(nid(R2A)),
+            NidMatch::Any,
+            FaultAction::Drop,
+        ));
+        t.fabric.add_rule(FaultRule::new(
+            NidMatch::Any,
+            NidMatch::Nid(nid(R2A)),
+            FaultAction::Drop,
+        ));
+        // Until the router checker finds R2 gone, PUTs may be lost; afterwards all go
+        // through R1.
+        tokio::time::sleep(Duration::from_secs(200)).await;
+        let before = counter(&t.r1, "route_count").await;
+        for i in 0..10 {
+            let got = t.a.put(put_of(B, 100, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        assert!(counter(&t.r1, "route_count").await >= before + 10);
+    })
+    .await
+    .unwrap();
+}

@@ -197,7 +197,7 @@ impl LnetActor {
                 candidates.push(RouteCandidate {
                     id: (gw, *dest),
                     alive: r.state.is_ok() && usable,
-                    preferred: false,
+                    preferred: self.config.udsp.prefers_gateway(dest, &gw),
                     priority: r.spec.priority,
                     hops: r.spec.hops,
                     gateway_health: health,
