@@ -118,6 +118,11 @@ impl NumaTopology {
         }
     }
 
+    /// The nodes known, in order.
+    pub fn nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.rows.keys().copied()
+    }
+
     /// The distance from node `from` to node `to`, if both are known.
     pub fn distance(&self, from: u32, to: u32) -> Option<u32> {
         let to = usize::try_from(to).ok()?;

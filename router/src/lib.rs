@@ -5,6 +5,7 @@
 //!
 //! * [`plan`]: the file to what is started, every refusal naming its key and line;
 //! * [`locate`]: the line of a key path in the YAML text;
+//! * [`numa`]: the NUMA distances and nodes of this machine, from sysfs;
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
 //! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod demo;
 pub mod link;
 pub mod locate;
+pub mod numa;
 pub mod plan;
 pub mod run;
 pub mod startup;

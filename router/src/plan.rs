@@ -11,6 +11,7 @@ use lnet::netcheck::NetCheckMode;
 use lnet::route::{RouteSpec, RouterCheck};
 use lnet::time::Millis;
 use lnet::tunables::Tunables;
+use lnet::udsp::{UdspError, UdspPolicy};
 use lnet::{LndType, Nid};
 
 use crate::locate::line_of;
@@ -136,6 +137,8 @@ pub struct Plan {
     pub router_check: RouterCheck,
     /// How a silent local net is found while forwarding.
     pub net_check: NetCheckMode,
+    /// The UDSP rules, compiled.
+    pub udsp: UdspPolicy,
 }
 
 /// How an interface name becomes an IPv4 address (the host's interfaces in the daemon, a
@@ -187,6 +190,19 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
         }
     }
     refuse_unbuilt(&config, &mut problem);
+    let udsp = match UdspPolicy::new(&config.udsp) {
+        Ok(p) => p,
+        Err(e) => {
+            let key = match &e {
+                UdspError::Expression { index, field, .. } => format!("udsp[{index}].{field}"),
+                UdspError::PriorityOnPreferred { index } => format!("udsp[{index}].priority"),
+                UdspError::Combination { index, .. } => format!("udsp[{index}]"),
+                _ => "udsp".to_owned(),
+            };
+            problem(key, e.to_string());
+            UdspPolicy::default()
+        }
+    };
     let nis = tcp_nis(&config, ifs, &mut problem);
     let o2ib_nis = o2ib_nis(&config, ifs, &mut problem);
     let tunables = config.tunables();
@@ -250,6 +266,7 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
         routes,
         router_check,
         net_check,
+        udsp,
     })
 }
 
@@ -295,15 +312,9 @@ fn router_settings(section: &RouterSection) -> (RouterCheck, NetCheckMode) {
     (check, net_check)
 }
 
-/// What the file asks for that this build does not have: UDSP rules, nets of LNDs other
-/// than socklnd.
+/// What the file asks for that this build does not have: nets of LNDs other than socklnd
+/// (and o2iblnd with feature `o2ib`).
 fn refuse_unbuilt(config: &Config, problem: &mut impl FnMut(String, String)) {
-    if !config.udsp.is_empty() {
-        problem(
-            "udsp".to_owned(),
-            "UDSP rules are not applied by this build; remove `udsp:`".to_owned(),
-        );
-    }
     for (i, n) in config.nets.iter().enumerate() {
         let lnd = n.net_type.lnd;
         if lnd == LndType::SOCKLND || (lnd == LndType::O2IBLND && cfg!(feature = "o2ib")) {
@@ -627,5 +638,26 @@ mod tests {
         );
         assert_eq!(problems[0].key, "net[0].local NI(s)[0].interfaces");
         assert_eq!(problems[0].line, Some(4));
+    }
+
+    #[test]
+    fn udsp_rules_are_taken_and_a_bad_one_is_refused_with_its_line() {
+        let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\nudsp:\n    - idx: 0\n      src: tcp1\n      action:\n          priority: 2\n    - idx: 1\n      dst: 10.0.0.[1-3]@tcp\n      rte: 10.0.1.1@tcp\n";
+        let p = plan("f.yaml", text, &Table).unwrap();
+        assert_eq!(p.udsp.local_net_priority("tcp1".parse().unwrap()), 2);
+        assert!(p.udsp.prefers_gateway(
+            &"10.0.0.2@tcp".parse().unwrap(),
+            &"10.0.1.1@tcp".parse().unwrap()
+        ));
+        let problems = refused(
+            "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\nudsp:\n    - idx: 0\n      src: tcp\n    - idx: 1\n      dst: 10.0.0.[9-3]@tcp\n",
+        );
+        assert_eq!(problems[0].key, "udsp[1].dst");
+        assert_eq!(problems[0].line, Some(9));
+        assert!(
+            problems[0].message.contains("10.0.0.[9-3]@tcp"),
+            "{}",
+            problems[0].message
+        );
     }
 }

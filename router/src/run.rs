@@ -108,10 +108,15 @@ impl Running {
 /// Starts the node described by `plan`: its NIs, peers and routes, and the watch on its
 /// NIs' links. Must be called inside a running actix system.
 pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
+    let numa = crate::numa::topology();
+    let memory_node = crate::numa::process_node(&numa);
     let node = Node::start(NodeConfig {
         tunables: plan.tunables.clone(),
         router_check: plan.router_check,
         net_check: plan.net_check,
+        udsp: plan.udsp.clone(),
+        numa,
+        memory_node,
         ..NodeConfig::default()
     });
     let incarnation = incarnation();
@@ -218,6 +223,12 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
         })?;
         let at = lnd.local_addr().unwrap_or(ni.listen);
         node.add_driver_with_faults(Arc::new(NiDriver::new(lnd)), credits)
+            .await
+            .map_err(failed)?;
+        let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
+        let device_node = crate::link::interface_of(ni.interface.as_deref(), addr)
+            .and_then(|i| crate::numa::interface_node(&i));
+        node.set_ni_numa_node(ni.nid, device_node)
             .await
             .map_err(failed)?;
         println!("lnet-router: NI {} listening on {at}", ni.nid);
