@@ -565,13 +565,20 @@ struct StartTxn {
 #[rtype(result = "mpsc::Receiver<RxMessage>")]
 struct Attach(MdSpec);
 
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Completed(TxCompletion);
+/// The receiving end of one of the LNDs' channels to the node, as a stream the LNet
+/// actor reads directly (no task in between).
+struct ChannelStream<T>(mpsc::Receiver<T>);
 
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Received(Inbound);
+impl<T> Stream for ChannelStream<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
 
 #[derive(Message)]
 #[rtype(result = "Vec<LocalNiView>")]
@@ -1938,23 +1945,25 @@ impl Handler<Attach> for LnetActor {
     }
 }
 
-impl Handler<Completed> for LnetActor {
-    type Result = ();
-
-    fn handle(&mut self, Completed(done): Completed, ctx: &mut Context<Self>) {
+impl StreamHandler<TxCompletion> for LnetActor {
+    fn handle(&mut self, done: TxCompletion, ctx: &mut Context<Self>) {
         self.on_completion(done, ctx);
     }
+
+    /// The node's handle is gone; the actor ends with its other work.
+    fn finished(&mut self, _ctx: &mut Context<Self>) {}
 }
 
-impl Handler<Received> for LnetActor {
-    type Result = ();
-
-    fn handle(&mut self, Received(inbound): Received, ctx: &mut Context<Self>) {
+impl StreamHandler<Inbound> for LnetActor {
+    fn handle(&mut self, inbound: Inbound, ctx: &mut Context<Self>) {
         match inbound {
             Inbound::Message(rx, ticket) => self.on_received(rx, ticket, ctx),
             Inbound::PeerDown(down) => self.on_peer_down(down),
         }
     }
+
+    /// The node's handle is gone; the actor ends with its other work.
+    fn finished(&mut self, _ctx: &mut Context<Self>) {}
 }
 
 impl Handler<PingDue> for LnetActor {
@@ -2147,8 +2156,8 @@ impl Node {
         let clock = Clock::new();
         let events = EventBus::new(config.event_capacity);
         let cap = config.max_in_flight.saturating_mul(2).max(16);
-        let (ctx_tx, mut ctx_rx) = mpsc::channel::<TxCompletion>(cap);
-        let (rx_tx, mut rx_rx) = mpsc::channel::<Inbound>(256);
+        let (ctx_tx, ctx_rx) = mpsc::channel::<TxCompletion>(cap);
+        let (rx_tx, rx_rx) = mpsc::channel::<Inbound>(256);
         let ncpts = config.cpts.len().max(1);
         let sizes = lnet::rtrbuf::per_cpt(
             [
@@ -2202,22 +2211,11 @@ impl Node {
             policy: policy_tx,
             routes,
         };
-        let addr = actor.start();
-        let a = addr.clone();
-        actix::spawn(async move {
-            while let Some(done) = ctx_rx.recv().await {
-                if a.send(Completed(done)).await.is_err() {
-                    break;
-                }
-            }
-        });
-        let a = addr.clone();
-        actix::spawn(async move {
-            while let Some(msg) = rx_rx.recv().await {
-                if a.send(Received(msg)).await.is_err() {
-                    break;
-                }
-            }
+        // The LNDs' completions and received messages go straight into the actor.
+        let addr = LnetActor::create(move |ctx| {
+            ctx.add_stream(ChannelStream(ctx_rx));
+            ctx.add_stream(ChannelStream(rx_rx));
+            actor
         });
         Node {
             addr,
