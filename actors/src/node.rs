@@ -2253,15 +2253,23 @@ impl Node {
         config: L::Config,
         credits: u32,
     ) -> Result<Nid, NodeError> {
+        let driver = self.start_lnd::<L>(config).await?;
+        let nid = driver.nid();
+        self.add_driver(driver, credits).await?;
+        Ok(nid)
+    }
+
+    /// Starts LND `L` with this node's handler.
+    async fn start_lnd<L: Lnd<Handler = NodeHandler>>(
+        &self,
+        config: L::Config,
+    ) -> Result<Arc<NiDriver<L>>, NodeError> {
         let lnd = L::start(config, self.handler())
             .await
             .map_err(|e| NodeError::NiStart {
                 reason: e.to_string(),
             })?;
-        let driver = Arc::new(NiDriver::new(lnd));
-        let nid = driver.nid();
-        self.add_driver(driver, credits).await?;
-        Ok(nid)
+        Ok(Arc::new(NiDriver::new(lnd)))
     }
 
     /// Adds an NI whose LND was started already (with [`Node::handler`] as its handler).
@@ -2547,12 +2555,7 @@ impl Node {
         config: L::Config,
         credits: u32,
     ) -> Result<Nid, NodeError> {
-        let lnd = L::start(config, self.handler())
-            .await
-            .map_err(|e| NodeError::NiStart {
-                reason: e.to_string(),
-            })?;
-        let driver = Arc::new(NiDriver::new(lnd));
+        let driver = self.start_lnd::<L>(config).await?;
         let nid = driver.nid();
         self.add_driver_with_faults(driver, credits).await?;
         Ok(nid)
