@@ -13,6 +13,8 @@
 //! * [`show`]: the node's live state as the `lnetctl ... show` documents of
 //!   [`lnet::show`] ([`Node::net_show`], [`Node::peer_show`], [`Node::stats_show`],
 //!   [`Node::recovery_show`]).
+//! * [`driver`]: a started LND as the node drives it, stoppable after it was handed over
+//!   ([`node::Node::remove_ni`]).
 //! * [`fault`]: fault injection rules per local NI (`lnetctl fault drop|delay add`),
 //!   installed through [`node::Node::add_fault_rule`] into LNDs with [`fault::FaultHooks`].
 //!
