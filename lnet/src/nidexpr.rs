@@ -1,14 +1,34 @@
-//! NID and net expressions, as UDSP rules write them (reference Part 3): a net expression
-//! such as `tcp`, `o2ib1` or `o2ib[1-3]`, or a NID-range expression `ADDR@NET` such as
-//! `10.0.0.[1-20]@o2ib1`, `*@tcp` or `[1-3]@gni`.
+//! NID and net expressions, the descriptors of UDSP rules (reference Part 3): a net
+//! expression such as `tcp`, `o2ib1`, `o2ib[1-3]` or `tcp*`, or a NID-range expression
+//! `ADDR@NET` such as `10.0.0.[1-20]@o2ib1`, `*.*.*.*@tcp` or `[1-3]@gni`.
 //!
-//! A net expression is an LND name followed by nothing (network 0), a number, or a
-//! bracketed list. An IP address expression has four dot-separated parts; a numeric
-//! LND's address expression has one. Each part is `*` (anything), a number, or a
-//! bracketed list of items `a`, `a-b` or `a-b/step`, separated by commas.
+//! The syntax is the one `lnetctl udsp add` accepts (its parser lives in libcfs'
+//! user-space nidstrings, `cfs_parse_nid_parts`):
+//!
+//! ```text
+//! expr     := net | addr '@' net          (split at the first '@')
+//! net      := LND-name [ numexpr ]        (no number: network 0 only)
+//! addr     := numexpr '.' numexpr '.' numexpr '.' numexpr   (IP LNDs: tcp, o2ib, gip, efa)
+//!           | numexpr                                       (numeric LNDs: gni, kfi, ptlf, bxi3f, lo)
+//! numexpr  := '*' | number | '[' item { ',' item } ']'
+//! item     := '*' | number | number '-' number [ '/' number ]
+//! number   := decimal | 0x-hex | 0-octal  (as C's strtoul with base 0)
+//! ```
+//!
+//! A range `a-b` or `a-b/step` is only allowed inside brackets. An IPv4 part is at most
+//! 255, a numeric address at most `u32::MAX`, a net number at most 65535.
+//!
+//! Where this parser differs from lnetctl's, it is on purpose:
+//!
+//! * `*@tcp` (a lone `*` for the whole address of an IP LND, as ip2nets and nidlists
+//!   write it) is accepted and means `*.*.*.*@tcp`; lnetctl's UDSP parser wants four parts
+//!   there. It prints back as `*.*.*.*@tcp`, which both accept.
+//! * A step of 0 is refused (the C parser takes it, and matching then divides by zero).
+//! * Text between the LND name and a `[` (`tcpfoo[1]`, which the C parser skips over),
+//!   surrounding white space, and net numbers above 65535 (which no net has) are refused.
 //!
 //! Parsing is pure, bounded (at most [`MAX_ITEMS`] items per list and [`MAX_TEXT`] bytes of
-//! text) and never panics; errors name the expression and what is wrong in it.
+//! text) and never panics; each error names the expression and what is wrong in it.
 
 use std::fmt;
 
@@ -17,10 +37,14 @@ use crate::Nid;
 
 /// Most items in one bracketed list.
 pub const MAX_ITEMS: usize = 64;
-/// Longest expression accepted.
+/// Longest expression accepted, in bytes.
 pub const MAX_TEXT: usize = 256;
 
-/// Why an expression was refused.
+/// The largest net number (the low 16 bits of a net id).
+const MAX_NET_NUM: u32 = u16::MAX as u32;
+
+/// Why an expression was refused. Every variant but [`Empty`](Self::Empty) and
+/// [`TooLong`](Self::TooLong) carries the whole expression as `text`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NidExprError {
@@ -35,47 +59,70 @@ pub enum NidExprError {
         /// The limit.
         max: usize,
     },
-    /// The net part does not start with an LND name.
-    #[error("{text:?}: {net:?} is not a net (an LND name such as tcp or o2ib, then a number or a [list])")]
+    /// The net part does not start with a known LND name.
+    #[error("{text:?}: {net:?} is not a net expression (an LND name such as tcp or o2ib, then nothing, a number, * or a [list])")]
     UnknownNet {
         /// The expression.
         text: String,
         /// Its net part.
         net: String,
     },
-    /// A number, range or list is malformed.
+    /// The address part is empty (`@tcp`).
+    #[error("{text:?}: nothing before '@'")]
+    EmptyAddress {
+        /// The expression.
+        text: String,
+    },
+    /// A number, range, step or list is malformed.
     #[error("{text:?}: bad {what} {part:?}")]
     BadPart {
         /// The expression.
         text: String,
-        /// Which part: `net number`, `address part`, `range`, `step`.
+        /// Which place: `net number`, `address part`, `list item`, `step`, ...
         what: &'static str,
-        /// The part.
+        /// The offending text.
         part: String,
     },
-    /// A value is above what its place allows (255 for an IPv4 part).
-    #[error("{text:?}: {value} is above {max}")]
+    /// A range whose start is above its end (`[5-1]`).
+    #[error("{text:?}: {what} range {part:?} starts above its end")]
+    Reversed {
+        /// The expression.
+        text: String,
+        /// Which place.
+        what: &'static str,
+        /// The range as written.
+        part: String,
+    },
+    /// A number above what its place allows (255 for an IPv4 part).
+    #[error("{text:?}: {what} {number} is above {max}")]
     OutOfRange {
         /// The expression.
         text: String,
-        /// The value.
-        value: u64,
+        /// Which place: `net number`, `address part`, `step`.
+        what: &'static str,
+        /// The number as written.
+        number: String,
         /// The largest allowed.
-        max: u64,
+        max: u32,
     },
     /// A bracketed list has more than [`MAX_ITEMS`] items.
-    #[error("{text:?}: a list of more than {max} items")]
+    #[error("{text:?}: a {what} list of more than {max} items")]
     TooManyItems {
         /// The expression.
         text: String,
+        /// Which place.
+        what: &'static str,
         /// The limit.
         max: usize,
     },
-    /// The address has the wrong number of parts for the LND (4 for IP LNDs, 1 otherwise).
-    #[error("{text:?}: {found} address part(s), the net's LND takes {expected}")]
+    /// The address has the wrong number of dot-separated parts for the LND (4 for IP
+    /// LNDs, 1 for numeric ones).
+    #[error("{text:?}: {found} address part(s), but {lnd} addresses have {expected}")]
     AddressParts {
         /// The expression.
         text: String,
+        /// The LND's name.
+        lnd: &'static str,
         /// Parts given.
         found: usize,
         /// Parts the LND's addresses have.
@@ -83,7 +130,7 @@ pub enum NidExprError {
     },
 }
 
-/// One item of a list: `lo..=hi` every `step`.
+/// One item of a list: `lo..=hi`, every `step`-th value from `lo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Span {
     lo: u32,
@@ -93,7 +140,8 @@ struct Span {
 
 impl Span {
     fn contains(self, v: u32) -> bool {
-        v >= self.lo && v <= self.hi && (v - self.lo).is_multiple_of(self.step)
+        // `step` is never 0 (refused when parsing).
+        v >= self.lo && v <= self.hi && (v - self.lo).checked_rem(self.step) == Some(0)
     }
 }
 
@@ -109,123 +157,216 @@ impl fmt::Display for Span {
     }
 }
 
-/// A number expression: anything, one number, or a list of spans.
+/// A number expression: one or more spans, each value at most `max`. `*` is the span
+/// `0..=max`, as in the C parser, so `*` and `[0-255]` are the same expression.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum NumExpr {
-    Any,
-    List(Vec<Span>),
+struct NumExpr {
+    spans: Vec<Span>,
+    max: u32,
+}
+
+/// What the parser is reading, for error messages, and its bound.
+#[derive(Clone, Copy)]
+struct Place {
+    what: &'static str,
+    max: u32,
+}
+
+const NET_NUMBER: Place = Place {
+    what: "net number",
+    max: MAX_NET_NUM,
+};
+const IP_PART: Place = Place {
+    what: "address part",
+    max: 255,
+};
+const NUMERIC_ADDR: Place = Place {
+    what: "address",
+    max: u32::MAX,
+};
+
+/// Parses one number as C's `strtoul(s, _, 0)` reads it, whole: `0x`/`0X` hex, a leading
+/// `0` octal, else decimal.
+fn parse_number(text: &str, s: &str, place: Place) -> Result<u32, NidExprError> {
+    let bad = || NidExprError::BadPart {
+        text: text.to_owned(),
+        what: place.what,
+        part: s.to_owned(),
+    };
+    let (digits, radix) = if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        (h, 16)
+    } else if let Some(o) = s.strip_prefix('0').filter(|o| !o.is_empty()) {
+        (o, 8)
+    } else {
+        (s, 10)
+    };
+    if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+        return Err(bad());
+    }
+    let mut value: u64 = 0;
+    for c in digits.chars() {
+        let d = u64::from(c.to_digit(radix).ok_or_else(bad)?);
+        value = value.saturating_mul(u64::from(radix)).saturating_add(d);
+    }
+    match u32::try_from(value) {
+        Ok(v) if v <= place.max => Ok(v),
+        _ => Err(NidExprError::OutOfRange {
+            text: text.to_owned(),
+            what: place.what,
+            number: s.to_owned(),
+            max: place.max,
+        }),
+    }
 }
 
 impl NumExpr {
-    fn contains(&self, v: u32) -> bool {
-        match self {
-            NumExpr::Any => true,
-            NumExpr::List(spans) => spans.iter().any(|s| s.contains(v)),
+    fn any(max: u32) -> NumExpr {
+        NumExpr {
+            spans: vec![Span {
+                lo: 0,
+                hi: max,
+                step: 1,
+            }],
+            max,
         }
     }
 
-    /// Parses `*`, `N` or `[items]`, each number at most `max`.
-    fn parse(
-        text: &str,
-        part: &str,
-        what: &'static str,
-        max: u32,
-        star: bool,
-    ) -> Result<NumExpr, NidExprError> {
-        let bad = || NidExprError::BadPart {
-            text: text.to_owned(),
-            what,
-            part: part.to_owned(),
-        };
-        if part == "*" && star {
-            return Ok(NumExpr::Any);
+    fn is_any(&self) -> bool {
+        self.spans
+            .iter()
+            .any(|s| s.lo == 0 && s.hi == self.max && s.step == 1)
+    }
+
+    fn contains(&self, v: u32) -> bool {
+        self.spans.iter().any(|s| s.contains(v))
+    }
+
+    /// Parses `*`, `N` or `[items]`.
+    fn parse(text: &str, part: &str, place: Place) -> Result<NumExpr, NidExprError> {
+        if part == "*" {
+            return Ok(NumExpr::any(place.max));
         }
-        let number = |s: &str| -> Result<u32, NidExprError> {
-            if s.is_empty() || s.len() > 10 || !s.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
-            }
-            let v: u64 = s.parse().map_err(|_| bad())?;
-            if v > u64::from(max) {
-                return Err(NidExprError::OutOfRange {
+        let Some(inner) = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')) else {
+            let v = parse_number(text, part, place)?;
+            return Ok(NumExpr {
+                spans: vec![Span {
+                    lo: v,
+                    hi: v,
+                    step: 1,
+                }],
+                max: place.max,
+            });
+        };
+        let mut spans = Vec::new();
+        for item in inner.split(',') {
+            if spans.len() == MAX_ITEMS {
+                return Err(NidExprError::TooManyItems {
                     text: text.to_owned(),
-                    value: v,
-                    max: u64::from(max),
+                    what: place.what,
+                    max: MAX_ITEMS,
                 });
             }
-            u32::try_from(v).map_err(|_| bad())
-        };
-        let Some(inner) = part.strip_prefix('[').and_then(|p| p.strip_suffix(']')) else {
-            let v = number(part)?;
-            return Ok(NumExpr::List(vec![Span {
+            spans.push(Self::item(text, item, place)?);
+        }
+        Ok(NumExpr {
+            spans,
+            max: place.max,
+        })
+    }
+
+    /// One list item: `*`, `a`, `a-b` or `a-b/step`.
+    fn item(text: &str, item: &str, place: Place) -> Result<Span, NidExprError> {
+        if item == "*" {
+            return Ok(Span {
+                lo: 0,
+                hi: place.max,
+                step: 1,
+            });
+        }
+        if item.is_empty() {
+            return Err(NidExprError::BadPart {
+                text: text.to_owned(),
+                what: "list item",
+                part: item.to_owned(),
+            });
+        }
+        let Some((lo, rest)) = item.split_once('-') else {
+            let v = parse_number(text, item, place)?;
+            return Ok(Span {
                 lo: v,
                 hi: v,
                 step: 1,
-            }]));
+            });
         };
-        let items: Vec<&str> = inner.split(',').collect();
-        if items.len() > MAX_ITEMS {
-            return Err(NidExprError::TooManyItems {
+        let (hi, step) = match rest.split_once('/') {
+            Some((hi, step)) => {
+                let step_place = Place {
+                    what: "step",
+                    max: place.max,
+                };
+                (hi, Some(parse_number(text, step, step_place)?))
+            }
+            None => (rest, None),
+        };
+        let lo = parse_number(text, lo, place)?;
+        let hi = parse_number(text, hi, place)?;
+        if lo > hi {
+            return Err(NidExprError::Reversed {
                 text: text.to_owned(),
-                max: MAX_ITEMS,
+                what: place.what,
+                part: item.to_owned(),
             });
         }
-        let mut spans = Vec::with_capacity(items.len());
-        for item in items {
-            let (range, step) = match item.split_once('/') {
-                Some((r, s)) => (r, number(s)?),
-                None => (item, 1),
-            };
-            if step == 0 {
-                return Err(bad());
+        let step = match step {
+            Some(0) => {
+                return Err(NidExprError::BadPart {
+                    text: text.to_owned(),
+                    what: "step (0)",
+                    part: item.to_owned(),
+                })
             }
-            let (lo, hi) = match range.split_once('-') {
-                Some((a, b)) => (number(a)?, number(b)?),
-                None => {
-                    let v = number(range)?;
-                    (v, v)
-                }
-            };
-            if lo > hi {
-                return Err(bad());
-            }
-            spans.push(Span { lo, hi, step });
-        }
-        Ok(NumExpr::List(spans))
+            Some(s) if lo < hi => s,
+            _ => 1,
+        };
+        Ok(Span { lo, hi, step })
     }
 }
 
 impl fmt::Display for NumExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NumExpr::Any => f.write_str("*"),
-            NumExpr::List(spans) => match spans.as_slice() {
-                [one] if one.lo == one.hi => write!(f, "{}", one.lo),
-                _ => {
-                    f.write_str("[")?;
-                    for (i, s) in spans.iter().enumerate() {
-                        if i > 0 {
-                            f.write_str(",")?;
-                        }
-                        write!(f, "{s}")?;
+        match self.spans.as_slice() {
+            [one] if one.lo == 0 && one.hi == self.max && one.step == 1 => f.write_str("*"),
+            [one] if one.lo == one.hi => write!(f, "{}", one.lo),
+            spans => {
+                f.write_str("[")?;
+                for (i, s) in spans.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
                     }
-                    f.write_str("]")
+                    write!(f, "{s}")?;
                 }
-            },
+                f.write_str("]")
+            }
         }
     }
 }
 
-/// A net expression: an LND and its network numbers.
+/// A net expression: an LND and which of its network numbers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetExpr {
     lnd: LndType,
-    nums: NumExpr,
+    /// `None`: no number was written, which names network 0 only (`tcp`).
+    nums: Option<NumExpr>,
 }
 
 impl NetExpr {
     /// Whether `net` is one of the nets this expression names.
     pub fn matches(&self, net: Net) -> bool {
-        net.lnd == self.lnd && self.nums.contains(u32::from(net.num))
+        net.lnd == self.lnd
+            && match &self.nums {
+                None => net.num == 0,
+                Some(n) => n.contains(u32::from(net.num)),
+            }
     }
 
     /// The LND of the nets named.
@@ -238,50 +379,40 @@ impl NetExpr {
             text: text.to_owned(),
             net: net.to_owned(),
         };
-        // The longest LND name the text starts with (`o2ib` before `o`, none is a prefix
-        // of another today, but the rule keeps it so).
+        // The longest LND name the text starts with (no name is a prefix of another
+        // today; the C parser takes the first in its table).
         let (lnd, name) = LndType::named()
-            .filter(|t| *t != LndType::LOLND)
             .filter_map(|t| t.name().map(|n| (t, n)))
             .filter(|(_, n)| net.starts_with(n))
             .max_by_key(|(_, n)| n.len())
             .ok_or_else(unknown)?;
-        let rest = &net[name.len()..];
+        let rest = net.get(name.len()..).unwrap_or("");
         if rest.is_empty() {
-            return Ok(NetExpr {
-                lnd,
-                nums: NumExpr::List(vec![Span {
-                    lo: 0,
-                    hi: 0,
-                    step: 1,
-                }]),
-            });
+            return Ok(NetExpr { lnd, nums: None });
         }
-        let nums = NumExpr::parse(text, rest, "net number", u32::from(u16::MAX), false)?;
-        Ok(NetExpr { lnd, nums })
+        let nums = NumExpr::parse(text, rest, NET_NUMBER)?;
+        Ok(NetExpr {
+            lnd,
+            nums: Some(nums),
+        })
     }
 }
 
 impl fmt::Display for NetExpr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.lnd.name().unwrap_or("?");
+        match self.lnd.name() {
+            Some(name) => f.write_str(name)?,
+            None => write!(f, "<{}>", self.lnd.0)?,
+        }
         match &self.nums {
-            NumExpr::List(spans)
-                if spans.as_slice()
-                    == [Span {
-                        lo: 0,
-                        hi: 0,
-                        step: 1,
-                    }] =>
-            {
-                f.write_str(name)
-            }
-            nums => write!(f, "{name}{nums}"),
+            None => Ok(()),
+            Some(n) => write!(f, "{n}"),
         }
     }
 }
 
-/// A net expression, or a NID-range expression (an address part, `@`, a net part).
+/// A parsed UDSP descriptor: a net expression (a *net rule*), or a NID-range expression
+/// (an address part, `@`, a net part).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NidExpr {
     /// The address parts (4 for IP LNDs, 1 for numeric ones); `None` for a net rule.
@@ -290,7 +421,7 @@ pub struct NidExpr {
 }
 
 impl NidExpr {
-    /// Parses an expression; see the module documentation.
+    /// Parses an expression; see the module documentation for the syntax.
     pub fn parse(text: &str) -> Result<NidExpr, NidExprError> {
         if text.is_empty() {
             return Err(NidExprError::Empty);
@@ -301,34 +432,40 @@ impl NidExpr {
                 max: MAX_TEXT,
             });
         }
-        let Some((addr, net)) = text.rsplit_once('@') else {
+        let Some((addr, net)) = text.split_once('@') else {
             return Ok(NidExpr {
                 addr: None,
                 net: NetExpr::parse(text, text)?,
             });
         };
+        if addr.is_empty() {
+            return Err(NidExprError::EmptyAddress {
+                text: text.to_owned(),
+            });
+        }
         let net = NetExpr::parse(text, net)?;
-        let (expected, max) = match net.lnd.addr_form() {
-            Some(AddrForm::Ip) => (4, 255),
-            _ => (1, u32::MAX),
+        let (expected, place) = match net.lnd.addr_form() {
+            Some(AddrForm::Ip) => (4, IP_PART),
+            _ => (1, NUMERIC_ADDR),
         };
         if addr == "*" {
             return Ok(NidExpr {
-                addr: Some(vec![NumExpr::Any; expected]),
+                addr: Some(vec![NumExpr::any(place.max); expected]),
                 net,
             });
         }
-        let parts: Vec<&str> = addr.split('.').collect();
+        let parts: Vec<&str> = addr.splitn(expected.saturating_add(1), '.').collect();
         if parts.len() != expected {
             return Err(NidExprError::AddressParts {
                 text: text.to_owned(),
-                found: parts.len(),
+                lnd: net.lnd.name().unwrap_or("?"),
+                found: addr.split('.').count(),
                 expected,
             });
         }
         let addr = parts
             .into_iter()
-            .map(|p| NumExpr::parse(text, p, "address part", max, true))
+            .map(|p| NumExpr::parse(text, p, place))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(NidExpr {
             addr: Some(addr),
@@ -336,7 +473,7 @@ impl NidExpr {
         })
     }
 
-    /// Whether this names nets only (no address part): a net rule.
+    /// Whether this names nets only (no address part): a *net rule*.
     pub fn is_net_rule(&self) -> bool {
         self.addr.is_none()
     }
@@ -351,8 +488,10 @@ impl NidExpr {
         self.net.matches(net)
     }
 
-    /// Whether `nid` is matched: its net by the net part and, for a NID-range expression,
-    /// its address by the address part. A net rule matches every NID of its nets.
+    /// Whether `nid` is named: its net by the net part and, for a NID-range expression,
+    /// its address by the address part. A net expression names every NID of its nets.
+    /// Only 4-byte addresses (IPv4, numeric) can match an address part; an IPv6 NID
+    /// never does (the kernel compares the nid4 address only).
     pub fn matches_nid(&self, nid: &Nid) -> bool {
         if !self.net.matches(nid.net) {
             return false;
@@ -375,20 +514,25 @@ impl NidExpr {
             _ => false,
         }
     }
+
+    /// Whether the address part, if any, matches every address (`*`, `*.*.*.*`).
+    pub fn matches_any_address(&self) -> bool {
+        self.addr
+            .as_ref()
+            .is_none_or(|parts| parts.iter().all(NumExpr::is_any))
+    }
 }
 
 impl fmt::Display for NidExpr {
+    /// The canonical text: numbers in decimal, a single value without brackets, a list as
+    /// `[a,b-c,d-e/s]`, a full range as `*`; it parses back to an equal expression.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(parts) = &self.addr {
-            if parts.iter().all(|p| *p == NumExpr::Any) {
-                f.write_str("*")?;
-            } else {
-                for (i, p) in parts.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(".")?;
-                    }
-                    write!(f, "{p}")?;
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(".")?;
                 }
+                write!(f, "{p}")?;
             }
             f.write_str("@")?;
         }
@@ -422,54 +566,102 @@ mod tests {
     }
 
     #[test]
-    fn net_expressions() {
+    fn net_expressions_match_their_nets() {
         assert!(e("tcp").is_net_rule());
         assert!(e("tcp").matches_net(net("tcp")));
         assert!(!e("tcp").matches_net(net("tcp1")));
+        assert!(!e("tcp").matches_net(net("o2ib")));
         assert!(e("o2ib1").matches_net(net("o2ib1")));
         let r = e("o2ib[1-3]");
         assert!(!r.matches_net(net("o2ib")));
         assert!(r.matches_net(net("o2ib2")) && r.matches_net(net("o2ib3")));
-        assert!(!r.matches_net(net("tcp2")));
+        assert!(!r.matches_net(net("o2ib4")) && !r.matches_net(net("tcp2")));
         assert!(e("tcp[0,2]").matches_net(net("tcp")));
         assert!(!e("tcp[0,2]").matches_net(net("tcp1")));
-        // A net rule matches every NID on its nets.
+        assert!(e("tcp[0,2]").matches_net(net("tcp2")));
+        assert!(e("tcp*").matches_net(net("tcp65535")));
+        assert!(e("tcp[*]").matches_net(net("tcp7")));
+        assert!(e("o2ib[0-10/5]").matches_net(net("o2ib5")));
+        assert!(!e("o2ib[0-10/5]").matches_net(net("o2ib6")));
+        assert!(e("lo").matches_nid(&Nid::LO_0));
+        // A net expression names every NID of its nets.
         assert!(e("o2ib1").matches_nid(&nid("10.1.2.3@o2ib1")));
+        assert!(!e("o2ib1").matches_nid(&nid("10.1.2.3@o2ib2")));
     }
 
     #[test]
-    fn nid_range_expressions() {
+    fn nid_range_expressions_match_their_nids() {
         let r = e("10.0.0.[1-20]@o2ib1");
         assert!(!r.is_net_rule());
         assert!(r.matches_nid(&nid("10.0.0.1@o2ib1")));
         assert!(r.matches_nid(&nid("10.0.0.20@o2ib1")));
         assert!(!r.matches_nid(&nid("10.0.0.21@o2ib1")));
+        assert!(!r.matches_nid(&nid("10.0.1.5@o2ib1")));
         assert!(!r.matches_nid(&nid("10.0.0.5@o2ib")));
+        assert!(r.matches_net(net("o2ib1")));
         let stepped = e("192.168.[1,3].[2-10/4]@tcp");
         assert!(stepped.matches_nid(&nid("192.168.3.6@tcp")));
+        assert!(stepped.matches_nid(&nid("192.168.1.10@tcp")));
         assert!(!stepped.matches_nid(&nid("192.168.3.7@tcp")));
         assert!(!stepped.matches_nid(&nid("192.168.2.6@tcp")));
+        assert!(e("*.*.*.*@tcp").matches_nid(&nid("1.2.3.4@tcp")));
         assert!(e("*@tcp").matches_nid(&nid("1.2.3.4@tcp")));
         assert!(!e("*@tcp").matches_nid(&nid("1.2.3.4@tcp1")));
+        assert!(e("10.*.0.[*]@tcp").matches_nid(&nid("10.77.0.200@tcp")));
         let numeric = e("[1-3]@gni");
         assert!(numeric.matches_nid(&nid("2@gni")));
         assert!(!numeric.matches_nid(&nid("4@gni")));
+        assert!(e("5@kfi").matches_nid(&nid("5@kfi")));
+        assert!(e("*@kfi2").matches_nid(&nid("4000000000@kfi2")));
+        assert!(e("0@lo").matches_nid(&Nid::LO_0));
+        // An IPv6 NID never matches an address part, but is on its net.
+        let v6 = nid("fd00::1@tcp");
+        assert!(!e("*@tcp").matches_nid(&v6));
+        assert!(e("tcp").matches_nid(&v6));
     }
 
     #[test]
-    fn expressions_print_back() {
+    fn numbers_read_as_strtoul_with_base_0() {
+        // Hex and octal, as lnetctl's parser reads them.
+        assert!(e("0xa.0.0.010@tcp").matches_nid(&nid("10.0.0.8@tcp")));
+        assert_eq!(e("0xa.0.0.010@tcp").to_string(), "10.0.0.8@tcp");
+        assert!(e("o2ib0x10").matches_net(net("o2ib16")));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.08@tcp"),
+            Err(NidExprError::BadPart { .. })
+        ));
+    }
+
+    #[test]
+    fn expressions_print_back_canonically() {
         for s in [
             "tcp",
+            "tcp0",
             "o2ib1",
             "o2ib[1-3]",
+            "tcp*",
             "10.0.0.[1-20]@o2ib1",
-            "*@tcp",
+            "*.*.*.*@tcp",
             "192.168.[1,3].[2-10/4]@tcp5",
             "[1-3]@gni",
+            "*@gni",
             "10.*.0.1@tcp",
+            "0@lo",
         ] {
             assert_eq!(e(s).to_string(), s);
         }
+        for (s, canonical) in [
+            ("*@tcp", "*.*.*.*@tcp"),
+            ("[5].[0-255].[*].1@o2ib", "5.*.*.1@o2ib"),
+            ("tcp[*]", "tcp*"),
+            ("[1-1/3]@gni", "1@gni"),
+        ] {
+            assert_eq!(e(s).to_string(), canonical, "{s}");
+        }
+        // `*` and the full range are the same expression; `tcp` and `tcp0` are not
+        // (the kernel keeps an empty net number list apart from `[0]`).
+        assert_eq!(e("*@tcp"), e("[0-255].*.*.[*]@tcp"));
+        assert_ne!(e("tcp"), e("tcp0"));
     }
 
     #[test]
@@ -479,41 +671,94 @@ mod tests {
         assert!(matches!(NidExpr::parse("eth0"), Err(E::UnknownNet { .. })));
         assert!(matches!(
             NidExpr::parse("10.0.0.1@foo"),
+            Err(E::UnknownNet { net, .. }) if net == "foo"
+        ));
+        assert!(matches!(
+            NidExpr::parse("@tcp"),
+            Err(E::EmptyAddress { .. })
+        ));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.1@"),
             Err(E::UnknownNet { .. })
         ));
         assert!(matches!(
             NidExpr::parse("10.0.0.256@tcp"),
-            Err(E::OutOfRange {
-                value: 256,
-                max: 255,
-                ..
-            })
+            Err(E::OutOfRange { what: "address part", max: 255, number, .. }) if number == "256"
         ));
         assert!(matches!(
             NidExpr::parse("10.0.0@tcp"),
             Err(E::AddressParts {
                 found: 3,
                 expected: 4,
+                lnd: "tcp",
+                ..
+            })
+        ));
+        assert!(matches!(
+            NidExpr::parse("1.2@gni"),
+            Err(E::AddressParts {
+                found: 2,
+                expected: 1,
                 ..
             })
         ));
         assert!(matches!(
             NidExpr::parse("10.0.0.[5-1]@tcp"),
-            Err(E::BadPart { .. })
+            Err(E::Reversed { part, .. }) if part == "5-1"
         ));
         assert!(matches!(
             NidExpr::parse("10.0.0.[1-5/0]@tcp"),
-            Err(E::BadPart { .. })
+            Err(E::BadPart {
+                what: "step (0)",
+                ..
+            })
+        ));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.[1-5/300]@tcp"),
+            Err(E::OutOfRange { what: "step", .. })
         ));
         assert!(matches!(
             NidExpr::parse("10.0.0.[1-5@tcp"),
             Err(E::BadPart { .. })
         ));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.1-5@tcp"),
+            Err(E::BadPart { .. })
+        ));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.[]@tcp"),
+            Err(E::BadPart {
+                what: "list item",
+                ..
+            })
+        ));
+        assert!(matches!(
+            NidExpr::parse("10.0.0.[1,]@tcp"),
+            Err(E::BadPart {
+                what: "list item",
+                ..
+            })
+        ));
         assert!(matches!(NidExpr::parse("tcp[1-2"), Err(E::BadPart { .. })));
-        assert!(matches!(NidExpr::parse("tcp*"), Err(E::BadPart { .. })));
+        assert!(matches!(
+            NidExpr::parse("tcpfoo[1]"),
+            Err(E::BadPart { .. })
+        ));
+        assert!(matches!(NidExpr::parse("tcp 1"), Err(E::BadPart { .. })));
         assert!(matches!(
             NidExpr::parse("tcp70000"),
-            Err(E::OutOfRange { .. })
+            Err(E::OutOfRange {
+                what: "net number",
+                max: 65535,
+                ..
+            })
+        ));
+        assert!(matches!(
+            NidExpr::parse("99999999999@gni"),
+            Err(E::OutOfRange {
+                what: "address",
+                ..
+            })
         ));
         let long_list = format!("10.0.0.[{}]@tcp", vec!["1"; 65].join(","));
         assert!(matches!(
@@ -521,7 +766,46 @@ mod tests {
             Err(E::TooManyItems { max: 64, .. })
         ));
         let long = "1".repeat(300);
-        assert!(matches!(NidExpr::parse(&long), Err(E::TooLong { .. })));
+        assert!(matches!(
+            NidExpr::parse(&long),
+            Err(E::TooLong { len: 300, .. })
+        ));
+        // Errors name the expression.
+        let err = NidExpr::parse("10.0.0.[9-3]@tcp").unwrap_err().to_string();
+        assert!(err.contains("10.0.0.[9-3]@tcp"), "{err}");
+    }
+
+    /// A generator of valid number expressions for `max`.
+    fn num_expr(max: u32) -> impl Strategy<Value = String> {
+        let item = (0..=max, 0..=max, 1..=max.min(9)).prop_map(|(a, b, s)| {
+            let (lo, hi) = (a.min(b), a.max(b));
+            match s % 3 {
+                0 => format!("{lo}"),
+                1 => format!("{lo}-{hi}"),
+                _ => format!("{lo}-{hi}/{s}"),
+            }
+        });
+        prop_oneof![
+            Just("*".to_owned()),
+            (0..=max).prop_map(|v| v.to_string()),
+            proptest::collection::vec(item, 1..5).prop_map(|v| format!("[{}]", v.join(","))),
+        ]
+    }
+
+    fn expr_text() -> impl Strategy<Value = String> {
+        let ip = (
+            num_expr(255),
+            num_expr(255),
+            num_expr(255),
+            num_expr(255),
+            prop_oneof![Just("tcp"), Just("o2ib"), Just("efa")],
+        )
+            .prop_map(|(a, b, c, d, n)| format!("{a}.{b}.{c}.{d}@{n}"));
+        let numeric = (num_expr(100), prop_oneof![Just("gni"), Just("kfi")])
+            .prop_map(|(a, n)| format!("{a}@{n}"));
+        let net = (prop_oneof![Just("tcp"), Just("o2ib")], num_expr(20))
+            .prop_map(|(n, x)| format!("{n}{x}"));
+        prop_oneof![ip, numeric, net]
     }
 
     proptest! {
@@ -531,12 +815,39 @@ mod tests {
         }
 
         #[test]
+        fn expression_like_text_parses_or_errs_without_panicking(
+            s in "[0-9xX*.,\\[\\]/@-]{0,20}(tcp|o2ib|gni|lo|kfi)?[0-9*\\[\\],/-]{0,8}"
+        ) {
+            if let Ok(x) = NidExpr::parse(&s) {
+                prop_assert_eq!(NidExpr::parse(&x.to_string()), Ok(x));
+            }
+        }
+
+        #[test]
+        fn valid_expressions_print_to_text_that_parses_to_the_same(s in expr_text()) {
+            let x = NidExpr::parse(&s).unwrap();
+            let printed = x.to_string();
+            prop_assert_eq!(NidExpr::parse(&printed), Ok(x), "{} printed as {}", s, printed);
+        }
+
+        #[test]
         fn a_nid_matches_its_own_expression(a in any::<u32>(), n in 0u16..100) {
             let nid = Nid::new(Net::new(LndType::SOCKLND, n), a);
             let text = nid.to_string();
             let expr = NidExpr::parse(&text).unwrap();
             prop_assert!(expr.matches_nid(&nid));
             prop_assert_eq!(expr.to_string(), text);
+        }
+
+        #[test]
+        fn a_list_matches_exactly_its_values(
+            lo in 0u32..256, len in 0u32..64, step in 1u32..8, v in 0u32..256
+        ) {
+            let hi = (lo + len).min(255);
+            let x = NidExpr::parse(&format!("1.2.3.[{lo}-{hi}/{step}]@tcp")).unwrap();
+            let nid = Nid::new(Net::new(LndType::SOCKLND, 0), 0x0102_0300 | v);
+            let expected = v >= lo && v <= hi && (v - lo) % step == 0;
+            prop_assert_eq!(x.matches_nid(&nid), expected);
         }
     }
 }

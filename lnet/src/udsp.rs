@@ -1,5 +1,5 @@
-//! User Defined Selection Policy (reference Part 3): the rules of `udsp:` turned into the
-//! selection priorities and preferred lists the path selection reads.
+//! User Defined Selection Policy (reference Part 3): the `udsp:` rules turned into the
+//! selection priorities and preferred lists that path selection reads.
 //!
 //! What a rule does depends on which of `src`, `dst` and `rte` it has:
 //!
@@ -8,21 +8,54 @@
 //! | `src` | priority (the rule's, or 0) of the matching local nets (net rule) or local NIs (NID rule) |
 //! | `dst` | priority of the matching peer nets (net rule) or peer NIs (NID rule) |
 //! | `src` + `dst` | each matching peer NI prefers the local NIs matching `src` |
-//! | `dst` + `rte` | each matching peer NI prefers the gateways matching `rte` |
+//! | `dst` + `rte` | each matching peer NI prefers the gateways whose primary NID matches `rte` |
 //!
-//! Any other combination is refused. The kernel applies the list from its end to its
-//! start, so where rules overlap the one with the lower index decides a priority, and the
-//! preferred lists of every matching rule add up. [`UdspPolicy`] keeps the compiled rules
-//! and answers for any NID when asked, which gives the same result and applies to peer NIs
-//! and NIs that appear later without re-applying anything.
+//! Any other combination is refused ([`UdspError::Combination`]), as is a priority on a
+//! preferred-list rule ([`UdspError::PriorityOnPreferred`]: lnetctl accepts it, and the
+//! kernel then refuses to apply the rule).
+//!
+//! # How the kernel applies the list, and the design here
+//!
+//! The kernel (`lnet/lnet/udsp.c`) walks the list from its end to its start and lets each
+//! rule write into the NIs, nets, peer nets and peer NIs it matches. So:
+//!
+//! * a priority ends up as the one of the matching rule with the lowest index;
+//! * a preferred list is *replaced*, not extended, by each rule that adds at least one NID
+//!   to it (the rule clears the peer NI's list before its first addition), so it ends up
+//!   as the NIDs of the lowest-index rule that matches the peer NI and names at least one
+//!   existing local NI (or gateway). A rule that names none leaves the list alone.
+//!
+//! [`UdspPolicy`] keeps the compiled rules and answers those questions on demand, for any
+//! NID, with that precedence: the answer is the kernel's state right after (re)applying
+//! the whole list to the current NIs, peers and routes. That needs no re-application when
+//! a peer NI, NI or route appears. The kernel's state can differ in three history-bound
+//! ways, which are not modelled:
+//!
+//! * deleting a rule only reverts what that rule matched (priorities back to unset, lists
+//!   cleared) without re-applying the others;
+//! * a local NI or a route added after a rule is not put on existing peer NIs' lists;
+//! * a peer NI created after a preferred-list rule whose `dst` is a *net* expression gets
+//!   no list (the per-peer-NI hook only matches NID expressions).
+//!
+//! Two kernel facts that are modelled:
+//!
+//! * In a preferred-list rule only NID expressions name local NIs and gateways: a net-only
+//!   `src` or `rte` matches nothing (`cfs_match_nid_net` refuses an empty address list), so
+//!   such a rule has no effect; [`UdspPolicy::notes`] points it out.
+//! * Rules whose `src`, `dst` and `rte` are all equal to an earlier rule's are merged as
+//!   `lnetctl import` merges them when it adds the list in order: a later priority replaces
+//!   the earlier rule's priority (at the earlier rule's place); an identical rule is
+//!   dropped. The `idx` field of a rule is not used: the list order is the order.
+
+use std::fmt;
 
 use crate::config::UdspRule;
 use crate::nidexpr::{NidExpr, NidExprError};
 use crate::selection::LNET_MAX_SELECTION_PRIORITY;
-use crate::show::UdspInfo;
+use crate::show::{UdspInfo, MAX_SHOWN_PREFERRED};
 use crate::{Net, Nid};
 
-/// Why a rule list was refused.
+/// Why a rule list was refused. `index` is the rule's position in the list given.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum UdspError {
@@ -36,7 +69,8 @@ pub enum UdspError {
         /// What is wrong.
         source: NidExprError,
     },
-    /// The rule's fields do not make one of the four kinds of rule.
+    /// The rule's fields do not make one of the four kinds of rule (`src` with `rte`, all
+    /// three, or neither `src` nor `dst`).
     #[error("udsp[{index}]: {reason}")]
     Combination {
         /// The rule's position in the list.
@@ -52,6 +86,52 @@ pub enum UdspError {
     },
 }
 
+/// Something worth telling about an accepted rule list: rules that can have no effect, or
+/// that were merged into an earlier one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UdspNote {
+    /// A `src` + `dst` rule whose `src` is a net expression: it names no local NI, so it
+    /// has no effect (as in the kernel). Write the NIDs, e.g. `*.*.*.*@tcp`.
+    NetOnlySource {
+        /// The rule's position in the list.
+        index: usize,
+    },
+    /// A `dst` + `rte` rule whose `rte` is a net expression: it names no gateway, so it has
+    /// no effect (as in the kernel).
+    NetOnlyRoute {
+        /// The rule's position in the list.
+        index: usize,
+    },
+    /// The rule has the same `src`, `dst` and `rte` as rule `of`: its priority replaced
+    /// that rule's, or (same action) it was dropped.
+    Merged {
+        /// The rule's position in the list.
+        index: usize,
+        /// The earlier rule it was merged into.
+        of: usize,
+    },
+}
+
+impl fmt::Display for UdspNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UdspNote::NetOnlySource { index } => write!(
+                f,
+                "udsp[{index}].src: a net expression names no local NI in a src+dst rule; the rule has no effect"
+            ),
+            UdspNote::NetOnlyRoute { index } => write!(
+                f,
+                "udsp[{index}].rte: a net expression names no gateway; the rule has no effect"
+            ),
+            UdspNote::Merged { index, of } => write!(
+                f,
+                "udsp[{index}]: same src, dst and rte as udsp[{of}]; merged into it"
+            ),
+        }
+    }
+}
+
 /// One compiled rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Rule {
@@ -65,10 +145,42 @@ enum Rule {
     PreferGateway { dst: NidExpr, rte: NidExpr },
 }
 
-/// The compiled rules, in index order.
+impl Rule {
+    /// Whether both rules have the same `src`, `dst` and `rte` (the kernel's
+    /// `lnet_udsp_equal`).
+    fn same_descriptors(&self, other: &Rule) -> bool {
+        match (self, other) {
+            (Rule::Src { src: a, .. }, Rule::Src { src: b, .. })
+            | (Rule::Dst { dst: a, .. }, Rule::Dst { dst: b, .. }) => a == b,
+            (Rule::PreferLocal { dst: a, src: x }, Rule::PreferLocal { dst: b, src: y })
+            | (Rule::PreferGateway { dst: a, rte: x }, Rule::PreferGateway { dst: b, rte: y }) => {
+                a == b && x == y
+            }
+            _ => false,
+        }
+    }
+
+    fn priority_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            Rule::Src { priority, .. } | Rule::Dst { priority, .. } => Some(priority),
+            _ => None,
+        }
+    }
+}
+
+/// A rule and its position in the list it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Compiled {
+    index: usize,
+    rule: Rule,
+}
+
+/// The compiled rules, in precedence order (lowest index first), answering the selection
+/// questions for any NID. See the module documentation for the semantics.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UdspPolicy {
-    rules: Vec<Rule>,
+    rules: Vec<Compiled>,
+    notes: Vec<UdspNote>,
 }
 
 fn expr(index: usize, field: &'static str, text: &str) -> Result<NidExpr, UdspError> {
@@ -79,58 +191,82 @@ fn expr(index: usize, field: &'static str, text: &str) -> Result<NidExpr, UdspEr
     })
 }
 
-impl UdspPolicy {
-    /// Compiles `rules` (in list order); the first bad rule is the error.
-    pub fn new(rules: &[UdspRule]) -> Result<UdspPolicy, UdspError> {
-        let mut out = Vec::with_capacity(rules.len());
-        for (index, r) in rules.iter().enumerate() {
-            let src = r
-                .src
-                .as_deref()
-                .map(|t| expr(index, "src", t))
-                .transpose()?;
-            let dst = r
-                .dst
-                .as_deref()
-                .map(|t| expr(index, "dst", t))
-                .transpose()?;
-            let rte = r
-                .rte
-                .as_deref()
-                .map(|t| expr(index, "rte", t))
-                .transpose()?;
-            let priority = r.priority.unwrap_or(0);
-            let rule = match (src, dst, rte) {
-                (Some(src), None, None) => Rule::Src { src, priority },
-                (None, Some(dst), None) => Rule::Dst { dst, priority },
-                (Some(src), Some(dst), None) => {
-                    if r.priority.is_some() {
-                        return Err(UdspError::PriorityOnPreferred { index });
-                    }
-                    Rule::PreferLocal { dst, src }
-                }
-                (None, Some(dst), Some(rte)) => {
-                    if r.priority.is_some() {
-                        return Err(UdspError::PriorityOnPreferred { index });
-                    }
-                    Rule::PreferGateway { dst, rte }
-                }
-                (Some(_), _, Some(_)) => {
-                    return Err(UdspError::Combination {
-                        index,
-                        reason: "src and rte cannot be combined",
-                    })
-                }
-                (None, None, _) => {
-                    return Err(UdspError::Combination {
-                        index,
-                        reason: "a rule needs src or dst",
-                    })
-                }
-            };
-            out.push(rule);
+fn compile(index: usize, r: &UdspRule) -> Result<Rule, UdspError> {
+    // The combination first: it does not depend on the expressions parsing.
+    let combination = |reason| UdspError::Combination { index, reason };
+    match (r.src.is_some(), r.dst.is_some(), r.rte.is_some()) {
+        (true, true, true) => {
+            return Err(combination(
+                "the combination of src, dst and rte is not supported",
+            ))
         }
-        Ok(UdspPolicy { rules: out })
+        (true, false, true) => return Err(combination("src and rte cannot be combined")),
+        (false, false, _) => return Err(combination("a rule needs src or dst")),
+        _ => {}
+    }
+    let field =
+        |name, text: &Option<String>| text.as_deref().map(|t| expr(index, name, t)).transpose();
+    let src = field("src", &r.src)?;
+    let dst = field("dst", &r.dst)?;
+    let rte = field("rte", &r.rte)?;
+    let priority = r.priority.unwrap_or(0);
+    let preferred = |rule| {
+        if r.priority.is_some() {
+            Err(UdspError::PriorityOnPreferred { index })
+        } else {
+            Ok(rule)
+        }
+    };
+    match (src, dst, rte) {
+        (Some(src), None, None) => Ok(Rule::Src { src, priority }),
+        (None, Some(dst), None) => Ok(Rule::Dst { dst, priority }),
+        (Some(src), Some(dst), None) => preferred(Rule::PreferLocal { dst, src }),
+        (None, Some(dst), Some(rte)) => preferred(Rule::PreferGateway { dst, rte }),
+        _ => Err(combination("a rule needs src or dst")),
+    }
+}
+
+/// Keeps the NIDs of `candidates` that `keep` accepts, once each, in order.
+fn pick(candidates: &[Nid], keep: impl Fn(&Nid) -> bool) -> Vec<Nid> {
+    let mut out: Vec<Nid> = Vec::new();
+    for n in candidates {
+        if keep(n) && !out.contains(n) {
+            out.push(*n);
+        }
+    }
+    out
+}
+
+impl UdspPolicy {
+    /// Compiles `rules`, in list order. The first bad rule is the error; nothing is
+    /// compiled then.
+    pub fn new(rules: &[UdspRule]) -> Result<UdspPolicy, UdspError> {
+        let mut out: Vec<Compiled> = Vec::with_capacity(rules.len());
+        let mut notes = Vec::new();
+        for (index, r) in rules.iter().enumerate() {
+            let mut rule = compile(index, r)?;
+            match &rule {
+                Rule::PreferLocal { src, .. } if src.is_net_rule() => {
+                    notes.push(UdspNote::NetOnlySource { index });
+                }
+                Rule::PreferGateway { rte, .. } if rte.is_net_rule() => {
+                    notes.push(UdspNote::NetOnlyRoute { index });
+                }
+                _ => {}
+            }
+            if let Some(earlier) = out.iter_mut().find(|c| c.rule.same_descriptors(&rule)) {
+                if let (Some(old), Some(new)) = (earlier.rule.priority_mut(), rule.priority_mut()) {
+                    *old = *new;
+                }
+                notes.push(UdspNote::Merged {
+                    index,
+                    of: earlier.index,
+                });
+                continue;
+            }
+            out.push(Compiled { index, rule });
+        }
+        Ok(UdspPolicy { rules: out, notes })
     }
 
     /// Whether there are no rules.
@@ -138,9 +274,20 @@ impl UdspPolicy {
         self.rules.is_empty()
     }
 
-    /// The selection priority of local net `net` (`net_sel_priority`).
+    /// How many rules are in force (merged rules count once).
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Rules that can have no effect, and rules merged into earlier ones.
+    pub fn notes(&self) -> &[UdspNote] {
+        &self.notes
+    }
+
+    /// The selection priority of local net `net` (`net_sel_priority`): from the first
+    /// `src` net rule naming it, else [`LNET_MAX_SELECTION_PRIORITY`].
     pub fn local_net_priority(&self, net: Net) -> u32 {
-        self.first(|r| match r {
+        self.first_priority(|r| match r {
             Rule::Src { src, priority } if src.is_net_rule() && src.matches_net(net) => {
                 Some(*priority)
             }
@@ -148,9 +295,11 @@ impl UdspPolicy {
         })
     }
 
-    /// The selection priority of local NI `nid` (`ni_sel_priority`).
+    /// The selection priority of local NI `nid` (`ni_sel_priority`): from the first `src`
+    /// NID rule naming it, else [`LNET_MAX_SELECTION_PRIORITY`]. A net rule sets the net's
+    /// priority, not its NIs'.
     pub fn local_ni_priority(&self, nid: &Nid) -> u32 {
-        self.first(|r| match r {
+        self.first_priority(|r| match r {
             Rule::Src { src, priority } if !src.is_net_rule() && src.matches_nid(nid) => {
                 Some(*priority)
             }
@@ -158,9 +307,10 @@ impl UdspPolicy {
         })
     }
 
-    /// The selection priority of peer net `net` (`lpn_sel_priority`).
+    /// The selection priority of peer net `net` (`lpn_sel_priority`): from the first `dst`
+    /// net rule naming it, else [`LNET_MAX_SELECTION_PRIORITY`].
     pub fn peer_net_priority(&self, net: Net) -> u32 {
-        self.first(|r| match r {
+        self.first_priority(|r| match r {
             Rule::Dst { dst, priority } if dst.is_net_rule() && dst.matches_net(net) => {
                 Some(*priority)
             }
@@ -168,9 +318,10 @@ impl UdspPolicy {
         })
     }
 
-    /// The selection priority of peer NI `nid` (`lpni_sel_priority`).
+    /// The selection priority of peer NI `nid` (`lpni_sel_priority`): from the first `dst`
+    /// NID rule naming it, else [`LNET_MAX_SELECTION_PRIORITY`].
     pub fn peer_ni_priority(&self, nid: &Nid) -> u32 {
-        self.first(|r| match r {
+        self.first_priority(|r| match r {
             Rule::Dst { dst, priority } if !dst.is_net_rule() && dst.matches_nid(nid) => {
                 Some(*priority)
             }
@@ -178,56 +329,135 @@ impl UdspPolicy {
         })
     }
 
-    /// Whether peer NI `peer_ni` prefers local NI `local` (a `src` + `dst` rule).
+    /// The preferred local NIDs of peer NI `peer_ni` (its `src` + `dst` list), given all
+    /// of this node's local NIDs: those named by the `src` of the first rule whose `dst`
+    /// names the peer NI and whose `src` names at least one of `local_nids`. In the order
+    /// of `local_nids`, without repeats; empty if no rule applies.
+    pub fn preferred_local_nids(&self, peer_ni: &Nid, local_nids: &[Nid]) -> Vec<Nid> {
+        self.rules
+            .iter()
+            .filter_map(|c| match &c.rule {
+                Rule::PreferLocal { dst, src }
+                    if !src.is_net_rule() && dst.matches_nid(peer_ni) =>
+                {
+                    Some(pick(local_nids, |l| src.matches_nid(l)))
+                }
+                _ => None,
+            })
+            .find(|list| !list.is_empty())
+            .unwrap_or_default()
+    }
+
+    /// The preferred gateways of peer NI `peer_ni` (its `dst` + `rte` list), given the
+    /// primary NIDs of the gateways of all known routes: those named by the `rte` of the
+    /// first rule whose `dst` names the peer NI and whose `rte` names at least one of
+    /// `gateways`. In the order of `gateways`, without repeats; empty if no rule applies.
+    /// (The kernel keeps the list newest first; its order does not affect selection.)
+    pub fn preferred_gateways(&self, peer_ni: &Nid, gateways: &[Nid]) -> Vec<Nid> {
+        self.rules
+            .iter()
+            .filter_map(|c| match &c.rule {
+                Rule::PreferGateway { dst, rte }
+                    if !rte.is_net_rule() && dst.matches_nid(peer_ni) =>
+                {
+                    Some(pick(gateways, |g| rte.matches_nid(g)))
+                }
+                _ => None,
+            })
+            .find(|list| !list.is_empty())
+            .unwrap_or_default()
+    }
+
+    /// Whether peer NI `peer_ni` prefers local NI `local`, decided by the first `src` +
+    /// `dst` rule whose `dst` names the peer NI.
+    ///
+    /// This equals `preferred_local_nids(peer_ni, all_local_nids).contains(local)`
+    /// whenever that rule's `src` names at least one of this node's NIs; when it names
+    /// none, the kernel skips it for the next rule, which only
+    /// [`preferred_local_nids`](Self::preferred_local_nids) can see.
     pub fn prefers_local(&self, peer_ni: &Nid, local: &Nid) -> bool {
-        self.rules.iter().any(|r| match r {
-            Rule::PreferLocal { dst, src } => dst.matches_nid(peer_ni) && src.matches_nid(local),
-            _ => false,
-        })
+        self.rules
+            .iter()
+            .find_map(|c| match &c.rule {
+                Rule::PreferLocal { dst, src }
+                    if !src.is_net_rule() && dst.matches_nid(peer_ni) =>
+                {
+                    Some(src.matches_nid(local))
+                }
+                _ => None,
+            })
+            .unwrap_or(false)
     }
 
-    /// Whether peer NI `peer_ni` prefers gateway `gateway` (a `dst` + `rte` rule).
+    /// Whether peer NI `peer_ni` prefers the gateway whose primary NID is `gateway`,
+    /// decided by the first `dst` + `rte` rule whose `dst` names the peer NI.
+    ///
+    /// This equals `preferred_gateways(peer_ni, all_gateways).contains(gateway)` whenever
+    /// that rule's `rte` names at least one known gateway; otherwise use
+    /// [`preferred_gateways`](Self::preferred_gateways).
     pub fn prefers_gateway(&self, peer_ni: &Nid, gateway: &Nid) -> bool {
-        self.rules.iter().any(|r| match r {
-            Rule::PreferGateway { dst, rte } => {
-                dst.matches_nid(peer_ni) && rte.matches_nid(gateway)
-            }
-            _ => false,
-        })
+        self.rules
+            .iter()
+            .find_map(|c| match &c.rule {
+                Rule::PreferGateway { dst, rte }
+                    if !rte.is_net_rule() && dst.matches_nid(peer_ni) =>
+                {
+                    Some(rte.matches_nid(gateway))
+                }
+                _ => None,
+            })
+            .unwrap_or(false)
     }
 
-    /// `udsp info` of local NI `nid`.
+    /// `udsp info:` of local NI `nid`: its net's and its own priority (-1 if unset). A
+    /// local NI shows no preferred lists: its net's preferred-router list is filled by no
+    /// rule, and it has no source list.
     pub fn local_ni_info(&self, nid: &Nid) -> UdspInfo {
         UdspInfo {
-            net_priority: shown(self.local_net_priority(nid.net)),
-            nid_priority: shown(self.local_ni_priority(nid)),
+            net_priority: shown_priority(self.local_net_priority(nid.net)),
+            nid_priority: shown_priority(self.local_ni_priority(nid)),
+            ..UdspInfo::default()
         }
     }
 
-    /// `udsp info` of peer NI `nid`.
+    /// `udsp info:` of peer NI `nid`, priorities only (-1 if unset); see
+    /// [`peer_ni_info_with`](Self::peer_ni_info_with) for the preferred lists too.
     pub fn peer_ni_info(&self, nid: &Nid) -> UdspInfo {
         UdspInfo {
-            net_priority: shown(self.peer_net_priority(nid.net)),
-            nid_priority: shown(self.peer_ni_priority(nid)),
+            net_priority: shown_priority(self.peer_net_priority(nid.net)),
+            nid_priority: shown_priority(self.peer_ni_priority(nid)),
+            ..UdspInfo::default()
+        }
+    }
+
+    /// `udsp info:` of peer NI `nid` with its preferred lists, given this node's local
+    /// NIDs and the primary NIDs of the known gateways (each list cut at
+    /// [`MAX_SHOWN_PREFERRED`], as lnetctl shows it).
+    pub fn peer_ni_info_with(&self, nid: &Nid, local_nids: &[Nid], gateways: &[Nid]) -> UdspInfo {
+        let mut gw = self.preferred_gateways(nid, gateways);
+        gw.truncate(MAX_SHOWN_PREFERRED);
+        let mut src = self.preferred_local_nids(nid, local_nids);
+        src.truncate(MAX_SHOWN_PREFERRED);
+        UdspInfo {
+            preferred_gateways: gw,
+            preferred_sources: src,
+            ..self.peer_ni_info(nid)
         }
     }
 
     /// The priority of the first rule (lowest index) `f` answers for, else unset.
-    fn first(&self, f: impl Fn(&Rule) -> Option<u32>) -> u32 {
+    fn first_priority(&self, f: impl Fn(&Rule) -> Option<u32>) -> u32 {
         self.rules
             .iter()
-            .find_map(f)
+            .find_map(|c| f(&c.rule))
             .unwrap_or(LNET_MAX_SELECTION_PRIORITY)
     }
 }
 
-/// A priority as `udsp info` prints it: unset is -1.
-fn shown(priority: u32) -> i32 {
-    if priority == LNET_MAX_SELECTION_PRIORITY {
-        -1
-    } else {
-        i32::try_from(priority).unwrap_or(i32::MAX)
-    }
+/// A priority as `udsp info:` prints it: the `u32` read as `i32`, so unset (`u32::MAX`)
+/// is -1 (lnetctl prints the value through a signed integer).
+pub fn shown_priority(priority: u32) -> i32 {
+    i32::from_ne_bytes(priority.to_ne_bytes())
 }
 
 #[cfg(test)]
@@ -246,6 +476,10 @@ mod tests {
 
     fn nid(s: &str) -> Nid {
         s.parse().unwrap()
+    }
+
+    fn nids(s: &[&str]) -> Vec<Nid> {
+        s.iter().map(|n| nid(n)).collect()
     }
 
     fn net(s: &str) -> Net {
@@ -272,6 +506,7 @@ mod tests {
         assert_eq!(p.local_ni_priority(&nid("10.0.0.2@tcp")), 0);
         assert_eq!(p.local_ni_priority(&nid("10.0.0.3@tcp")), UNSET);
         assert_eq!(p.local_net_priority(net("tcp")), UNSET);
+        assert_eq!(p.local_ni_info(&nid("10.0.0.2@tcp")).nid_priority, 0);
     }
 
     #[test]
@@ -282,10 +517,14 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(p.peer_net_priority(net("tcp1")), 3);
+        assert_eq!(p.peer_ni_priority(&nid("10.1.0.7@tcp1")), UNSET);
         assert_eq!(p.peer_ni_priority(&nid("10.1.0.7@tcp")), 2);
         assert_eq!(p.peer_ni_priority(&nid("10.1.0.8@tcp")), UNSET);
+        assert_eq!(p.local_ni_priority(&nid("10.1.0.7@tcp")), UNSET);
         let info = p.peer_ni_info(&nid("10.1.0.7@tcp"));
         assert_eq!((info.net_priority, info.nid_priority), (-1, 2));
+        let info = p.peer_ni_info(&nid("10.1.0.7@tcp1"));
+        assert_eq!((info.net_priority, info.nid_priority), (3, -1));
     }
 
     #[test]
@@ -293,35 +532,151 @@ mod tests {
         let p = UdspPolicy::new(&[
             rule(Some("10.0.0.1@tcp"), None, None, Some(5)),
             rule(Some("10.0.0.*@tcp"), None, None, Some(9)),
+            rule(None, Some("o2ib[0-3]"), None, Some(4)),
+            rule(None, Some("o2ib*"), None, Some(7)),
         ])
         .unwrap();
         assert_eq!(p.local_ni_priority(&nid("10.0.0.1@tcp")), 5);
         assert_eq!(p.local_ni_priority(&nid("10.0.0.2@tcp")), 9);
+        assert_eq!(p.peer_net_priority(net("o2ib2")), 4);
+        assert_eq!(p.peer_net_priority(net("o2ib9")), 7);
     }
 
     #[test]
     fn udsp_src_dst_prefers_local_nis() {
         let p = UdspPolicy::new(&[rule(
-            Some("10.0.0.2@tcp"),
+            Some("10.0.0.[2-3]@tcp"),
             Some("10.0.1.[1-9]@tcp"),
             None,
             None,
         )])
         .unwrap();
+        let local = nids(&["10.0.0.1@tcp", "10.0.0.3@tcp", "10.0.0.2@tcp"]);
+        assert_eq!(
+            p.preferred_local_nids(&nid("10.0.1.5@tcp"), &local),
+            nids(&["10.0.0.3@tcp", "10.0.0.2@tcp"])
+        );
+        assert!(p
+            .preferred_local_nids(&nid("10.0.1.10@tcp"), &local)
+            .is_empty());
         assert!(p.prefers_local(&nid("10.0.1.5@tcp"), &nid("10.0.0.2@tcp")));
         assert!(!p.prefers_local(&nid("10.0.1.5@tcp"), &nid("10.0.0.1@tcp")));
         assert!(!p.prefers_local(&nid("10.0.1.10@tcp"), &nid("10.0.0.2@tcp")));
         // Neither a priority of the local NI nor of the peer NI.
         assert_eq!(p.local_ni_priority(&nid("10.0.0.2@tcp")), UNSET);
         assert_eq!(p.peer_ni_priority(&nid("10.0.1.5@tcp")), UNSET);
+        // Shown on the peer NI.
+        let info = p.peer_ni_info_with(&nid("10.0.1.5@tcp"), &local, &[]);
+        assert_eq!(
+            info.preferred_sources,
+            nids(&["10.0.0.3@tcp", "10.0.0.2@tcp"])
+        );
+        assert!(info.preferred_gateways.is_empty());
+        assert_eq!((info.net_priority, info.nid_priority), (-1, -1));
+    }
+
+    #[test]
+    fn udsp_dst_net_expression_names_every_peer_ni_of_the_net() {
+        let p = UdspPolicy::new(&[rule(Some("10.0.0.1@tcp"), Some("tcp"), None, None)]).unwrap();
+        let local = nids(&["10.0.0.1@tcp", "10.0.0.2@tcp"]);
+        assert_eq!(
+            p.preferred_local_nids(&nid("10.9.9.9@tcp"), &local),
+            nids(&["10.0.0.1@tcp"])
+        );
+        assert!(p
+            .preferred_local_nids(&nid("10.9.9.9@tcp1"), &local)
+            .is_empty());
+    }
+
+    #[test]
+    fn udsp_preferred_list_comes_from_the_lowest_index_rule_that_names_a_nid() {
+        let p = UdspPolicy::new(&[
+            // Names no NI of this node: skipped, as the kernel leaves the list alone.
+            rule(Some("10.0.9.9@tcp"), Some("10.0.1.5@tcp"), None, None),
+            rule(Some("10.0.0.1@tcp"), Some("10.0.1.[1-9]@tcp"), None, None),
+            // Overlaps the rule above on 10.0.1.5: replaced by it, not added to.
+            rule(Some("10.0.0.2@tcp"), Some("10.0.1.*@tcp"), None, None),
+        ])
+        .unwrap();
+        let local = nids(&["10.0.0.1@tcp", "10.0.0.2@tcp"]);
+        assert_eq!(
+            p.preferred_local_nids(&nid("10.0.1.5@tcp"), &local),
+            nids(&["10.0.0.1@tcp"])
+        );
+        assert_eq!(
+            p.preferred_local_nids(&nid("10.0.1.50@tcp"), &local),
+            nids(&["10.0.0.2@tcp"])
+        );
+        assert!(p.prefers_local(&nid("10.0.1.6@tcp"), &nid("10.0.0.1@tcp")));
+        assert!(!p.prefers_local(&nid("10.0.1.6@tcp"), &nid("10.0.0.2@tcp")));
     }
 
     #[test]
     fn udsp_dst_rte_prefers_gateways() {
-        let p = UdspPolicy::new(&[rule(None, Some("o2ib"), Some("10.0.0.3@tcp"), None)]).unwrap();
+        let p =
+            UdspPolicy::new(&[rule(None, Some("o2ib"), Some("10.0.0.[3-4]@tcp"), None)]).unwrap();
+        let gateways = nids(&["10.0.0.2@tcp", "10.0.0.4@tcp", "10.0.0.3@tcp"]);
+        assert_eq!(
+            p.preferred_gateways(&nid("192.168.1.1@o2ib"), &gateways),
+            nids(&["10.0.0.4@tcp", "10.0.0.3@tcp"])
+        );
+        assert!(p
+            .preferred_gateways(&nid("192.168.1.1@o2ib1"), &gateways)
+            .is_empty());
         assert!(p.prefers_gateway(&nid("192.168.1.1@o2ib"), &nid("10.0.0.3@tcp")));
         assert!(!p.prefers_gateway(&nid("192.168.1.1@o2ib"), &nid("10.0.0.2@tcp")));
         assert!(!p.prefers_gateway(&nid("192.168.1.1@o2ib1"), &nid("10.0.0.3@tcp")));
+        let info = p.peer_ni_info_with(&nid("192.168.1.1@o2ib"), &[], &gateways);
+        assert_eq!(
+            info.preferred_gateways,
+            nids(&["10.0.0.4@tcp", "10.0.0.3@tcp"])
+        );
+        assert!(info.preferred_sources.is_empty());
+        // A local NI shows no preferred list.
+        assert_eq!(p.local_ni_info(&nid("10.0.0.1@tcp")), UdspInfo::default());
+    }
+
+    #[test]
+    fn udsp_net_only_src_or_rte_in_a_preferred_rule_has_no_effect() {
+        let p = UdspPolicy::new(&[
+            rule(Some("tcp"), Some("10.0.1.5@tcp"), None, None),
+            rule(None, Some("o2ib"), Some("tcp"), None),
+        ])
+        .unwrap();
+        assert_eq!(
+            p.notes(),
+            [
+                UdspNote::NetOnlySource { index: 0 },
+                UdspNote::NetOnlyRoute { index: 1 }
+            ]
+        );
+        let local = nids(&["10.0.0.1@tcp"]);
+        assert!(p
+            .preferred_local_nids(&nid("10.0.1.5@tcp"), &local)
+            .is_empty());
+        assert!(!p.prefers_local(&nid("10.0.1.5@tcp"), &local[0]));
+        assert!(!p.prefers_gateway(&nid("1.1.1.1@o2ib"), &nid("10.0.0.9@tcp")));
+        // Writing the NIDs works.
+        let p = UdspPolicy::new(&[rule(Some("*@tcp"), Some("10.0.1.5@tcp"), None, None)]).unwrap();
+        assert!(p.notes().is_empty());
+        assert_eq!(p.preferred_local_nids(&nid("10.0.1.5@tcp"), &local), local);
+    }
+
+    #[test]
+    fn udsp_same_descriptors_merge_as_lnetctl_import_does() {
+        let p = UdspPolicy::new(&[
+            rule(Some("tcp"), None, None, Some(1)),
+            rule(None, Some("tcp"), None, Some(4)),
+            rule(Some("tcp"), None, None, Some(2)),
+            rule(Some("tcp0"), None, None, Some(3)),
+        ])
+        .unwrap();
+        // The later priority replaced the earlier rule's, at the earlier rule's place.
+        assert_eq!(p.local_net_priority(net("tcp")), 2);
+        assert_eq!(p.peer_net_priority(net("tcp")), 4);
+        assert_eq!(p.len(), 3);
+        assert_eq!(p.notes(), [UdspNote::Merged { index: 2, of: 0 }]);
+        assert!(p.notes()[0].to_string().contains("udsp[2]"));
     }
 
     #[test]
@@ -333,12 +688,20 @@ mod tests {
                 reason: "src and rte cannot be combined"
             })
         );
+    }
+
+    #[test]
+    fn udsp_bad_rules_are_rejected_naming_the_rule_and_field() {
         assert!(matches!(
             UdspPolicy::new(&[rule(Some("tcp"), Some("tcp1"), Some("1.2.3.4@tcp"), None)]),
             Err(UdspError::Combination { index: 0, .. })
         ));
         assert!(matches!(
             UdspPolicy::new(&[rule(None, None, Some("1.2.3.4@tcp"), None)]),
+            Err(UdspError::Combination { index: 0, .. })
+        ));
+        assert!(matches!(
+            UdspPolicy::new(&[rule(None, None, None, Some(1))]),
             Err(UdspError::Combination { index: 0, .. })
         ));
         assert_eq!(
@@ -348,11 +711,33 @@ mod tests {
             ]),
             Err(UdspError::PriorityOnPreferred { index: 1 })
         );
+        assert_eq!(
+            UdspPolicy::new(&[rule(Some("1.2.3.4@tcp"), Some("o2ib"), None, Some(0))]),
+            Err(UdspError::PriorityOnPreferred { index: 0 })
+        );
         let bad = UdspPolicy::new(&[
             rule(Some("tcp"), None, None, None),
             rule(None, Some("eth0"), None, None),
         ])
         .unwrap_err();
         assert!(bad.to_string().starts_with("udsp[1].dst: "), "{bad}");
+        assert!(matches!(
+            UdspPolicy::new(&[rule(None, Some("o2ib"), Some("10.0.0.[9-3]@tcp"), None)]),
+            Err(UdspError::Expression {
+                index: 0,
+                field: "rte",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn udsp_info_shows_unset_as_minus_one() {
+        assert_eq!(shown_priority(LNET_MAX_SELECTION_PRIORITY), -1);
+        assert_eq!(shown_priority(0), 0);
+        assert_eq!(shown_priority(7), 7);
+        let p = UdspPolicy::default();
+        assert!(p.is_empty());
+        assert_eq!(p.peer_ni_info(&nid("1.2.3.4@tcp")), UdspInfo::default());
     }
 }

@@ -14,9 +14,9 @@
 //! errors as [`ConfigError`](crate::config::ConfigError)); blocks a lower verbosity left
 //! out come back as defaults, so printing at the same verbosity reproduces the text.
 //!
-//! Not modelled: the `Preferred gateway NIDs` / `Preferred source NIDs` keys of
-//! `udsp info:` (their layout is in no capture), and the answer to `debug recovery` for an
-//! empty queue (printed as nothing).
+//! Not modelled: the answer to `debug recovery` for an empty queue (printed as nothing).
+//! The `Preferred gateway NIDs` / `Preferred source NIDs` maps of `udsp info:` follow
+//! lnetctl's code; no capture shows them.
 
 mod net;
 mod other;
@@ -31,6 +31,7 @@ pub use other::{GlobalShow, PingShow, RecoveryKind, RecoveryShow, StatsShow};
 pub use peer::{PeerShow, ShowPeer, ShowPeerNi};
 
 use crate::config::print::{self, Key, Node};
+use crate::nid::Nid;
 
 /// The verbosity of a `show` command: `-v` alone is 1, `-v N` is N, none is 0 (reference
 /// 4.0). Levels above 4 print as 4.
@@ -56,30 +57,67 @@ impl Verbosity {
 }
 
 /// `udsp info:` of an NI or a peer NI (shown from `-v 4`): the priorities that selection
-/// policy rules gave it (-1 when no rule applies).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// policy rules gave it (-1 when no rule applies) and, when not empty, its preferred lists
+/// (at most [`MAX_SHOWN_PREFERRED`] of each are printed, as lnetctl does).
+///
+/// The lists print as maps keyed `NID-0`, `NID-1`, …, gateways first, as lnetctl's ioctl
+/// renderer does for a peer NI. A local NI's `Preferred gateway NIDs` comes from its net's
+/// preferred-router list, which no rule fills, and a local NI has no source list. The
+/// netlink kernels send only the gateway list, so `Preferred source NIDs` appears only in
+/// the output of the ioctl era. Empty lists are left out of the JSON form too.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UdspInfo {
     /// `net priority`.
     pub net_priority: i32,
     /// `nid priority`.
     pub nid_priority: i32,
+    /// `Preferred gateway NIDs` (UDSP `dst` + `rte` rules).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_gateways: Vec<Nid>,
+    /// `Preferred source NIDs` (UDSP `src` + `dst` rules, or a non-Multi-Rail peer NI's
+    /// preferred local NID).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_sources: Vec<Nid>,
 }
 
+/// The most NIDs of one preferred list `udsp info:` prints (`LNET_MAX_SHOW_NUM_NID`).
+pub const MAX_SHOWN_PREFERRED: usize = 128;
+
 impl Default for UdspInfo {
-    /// No rule applies: both priorities -1.
+    /// No rule applies: both priorities -1, no preferred lists.
     fn default() -> UdspInfo {
         UdspInfo {
             net_priority: -1,
             nid_priority: -1,
+            preferred_gateways: Vec::new(),
+            preferred_sources: Vec::new(),
         }
     }
 }
 
 impl UdspInfo {
-    fn node(self) -> Node {
+    fn node(&self) -> Node {
+        fn list(nids: &[Nid]) -> Option<Node> {
+            (!nids.is_empty()).then(|| {
+                Node::Map(
+                    nids.iter()
+                        .take(MAX_SHOWN_PREFERRED)
+                        .enumerate()
+                        .map(|(i, n)| {
+                            (
+                                Key::Owned(format!("NID-{i}")),
+                                Node::Scalar(print::plain(&n.to_string())),
+                            )
+                        })
+                        .collect(),
+                )
+            })
+        }
         print::MapB::default()
             .scalar("net priority", self.net_priority)
             .scalar("nid priority", self.nid_priority)
+            .node("Preferred gateway NIDs", list(&self.preferred_gateways))
+            .node("Preferred source NIDs", list(&self.preferred_sources))
             .done()
     }
 }

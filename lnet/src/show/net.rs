@@ -83,7 +83,7 @@ impl ShowNi {
             cpt: v1.then(|| self.cpt.clone()),
         };
         let mut node = print::local_ni(&ni);
-        if let (true, Some(u)) = (v.at_least(4), self.udsp) {
+        if let (true, Some(u)) = (v.at_least(4), &self.udsp) {
             insert_after(&mut node, "statistics", "udsp info", u.node());
         }
         if layout == NetLayout::Ioctl {

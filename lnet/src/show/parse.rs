@@ -80,15 +80,43 @@ struct RawUdsp {
     net_priority: i32,
     #[serde(rename = "nid priority")]
     nid_priority: i32,
+    #[serde(rename = "Preferred gateway NIDs", default)]
+    gateways: BTreeMap<String, S<String>>,
+    #[serde(rename = "Preferred source NIDs", default)]
+    sources: BTreeMap<String, S<String>>,
 }
 
-impl From<RawUdsp> for UdspInfo {
-    fn from(r: RawUdsp) -> UdspInfo {
-        UdspInfo {
-            net_priority: r.net_priority,
-            nid_priority: r.nid_priority,
-        }
+impl RawUdsp {
+    fn into_model(self, path: &str) -> Result<UdspInfo, ConfigError> {
+        Ok(UdspInfo {
+            net_priority: self.net_priority,
+            nid_priority: self.nid_priority,
+            preferred_gateways: nid_list(self.gateways, &format!("{path}.Preferred gateway NIDs"))?,
+            preferred_sources: nid_list(self.sources, &format!("{path}.Preferred source NIDs"))?,
+        })
     }
+}
+
+/// A `NID-0: nid`, `NID-1: nid`, … map, in key order (`NID-10` after `NID-9`).
+fn nid_list(map: BTreeMap<String, S<String>>, field: &str) -> Result<Vec<Nid>, ConfigError> {
+    let mut items = Vec::with_capacity(map.len());
+    for (key, value) in map {
+        let Some(i) = key
+            .strip_prefix("NID-")
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse::<usize>().ok())
+        else {
+            return Err(ConfigError::InvalidValue {
+                field: field.to_owned(),
+                value: key,
+                expected: "keys NID-0, NID-1, ...",
+                at: at(&value),
+            });
+        };
+        items.push((i, nid(&value, &format!("{field}.{key}"))?));
+    }
+    items.sort_by_key(|(i, _)| *i);
+    Ok(items.into_iter().map(|(_, n)| n).collect())
 }
 
 #[derive(Deserialize)]
@@ -153,7 +181,10 @@ impl RawNi {
             status,
             interfaces: self.interfaces.into_values().collect(),
             statistics: statistics(self.statistics, &format!("{path}.statistics"))?,
-            udsp: self.udsp.map(UdspInfo::from),
+            udsp: self
+                .udsp
+                .map(|u| u.into_model(&format!("{path}.udsp info")))
+                .transpose()?,
             sent_stats: self.sent_stats.unwrap_or_default(),
             received_stats: self.received_stats.unwrap_or_default(),
             dropped_stats: self.dropped_stats.unwrap_or_default(),
@@ -255,7 +286,10 @@ impl RawPeerNi {
         };
         Ok(ShowPeerNi {
             nid: nid(&self.nid, &format!("{path}.nid"))?,
-            udsp: self.udsp.map(UdspInfo::from),
+            udsp: self
+                .udsp
+                .map(|u| u.into_model(&format!("{path}.udsp info")))
+                .transpose()?,
             state,
             credits: PeerNiCredits {
                 max_ni_tx_credits: self.max_ni_tx_credits,

@@ -64,7 +64,7 @@ impl ShowPeerNi {
             health_stats: v2.then(|| self.health_stats.clone()),
         };
         let mut node = print::peer_ni(&ni);
-        if let (true, Some(u)) = (v.at_least(4), self.udsp) {
+        if let (true, Some(u)) = (v.at_least(4), &self.udsp) {
             insert_after(&mut node, "nid", "udsp info", u.node());
         }
         node

@@ -399,7 +399,7 @@ fn peer_show_v4_model() -> PeerShow {
         peers: vec![
             peer(
                 "10.0.0.2@o2ib",
-                peer_ni("10.0.0.2@o2ib", 7, &[5_064_181_780], u),
+                peer_ni("10.0.0.2@o2ib", 7, &[5_064_181_780], u.clone()),
             ),
             peer(
                 "10.0.0.1@o2ib",
@@ -673,4 +673,39 @@ fn show_documents_round_trip_through_json() {
     round(&net_show_v4_model());
     round(&peer_show_v4_model());
     round(&StatsShow::parse(&fixture(K, "stats-show.yaml")).unwrap());
+}
+
+#[test]
+fn udsp_info_prints_preferred_lists_only_when_set_and_reads_them_back() {
+    let info = UdspInfo {
+        net_priority: -1,
+        nid_priority: 2,
+        preferred_gateways: vec![nid("10.0.0.3@tcp"), nid("10.0.0.4@tcp")],
+        preferred_sources: (0..11).map(|i| nid(&format!("10.0.9.{i}@o2ib"))).collect(),
+    };
+    let mut ni = peer_ni("10.0.0.2@o2ib", 7, &[], Some(info.clone()));
+    let show = PeerShow {
+        peers: vec![peer("10.0.0.2@o2ib", ni.clone())],
+    };
+    let y = show.to_yaml(Verbosity(4));
+    let gw = y.find("Preferred gateway NIDs:").unwrap();
+    let src = y.find("Preferred source NIDs:").unwrap();
+    assert!(gw < src, "{y}");
+    assert!(y.contains("NID-0: 10.0.0.3@tcp"), "{y}");
+    assert!(y.contains("NID-10: 10.0.9.10@o2ib"), "{y}");
+    // Read back in order (NID-10 after NID-9), and through JSON.
+    assert_eq!(PeerShow::parse(&y).unwrap(), show);
+    let json = serde_json::to_string(&show).unwrap();
+    assert!(json.contains("preferred_gateways"), "{json}");
+    assert_eq!(serde_json::from_str::<PeerShow>(&json).unwrap(), show);
+    // Empty lists print nothing and stay out of the JSON form.
+    ni.udsp = Some(UdspInfo::default());
+    let plain = PeerShow {
+        peers: vec![peer("10.0.0.2@o2ib", ni)],
+    };
+    assert!(!plain.to_yaml(Verbosity(4)).contains("Preferred"));
+    assert!(!serde_json::to_string(&plain).unwrap().contains("preferred"));
+    // A key other than NID-n is refused.
+    let bad = y.replace("NID-1:", "NIDX:");
+    assert!(PeerShow::parse(&bad).is_err());
 }
