@@ -148,7 +148,7 @@ fn credits(v: i32) -> u32 {
 
 fn peer_ni(
     v: &PeerNiView,
-    udsp: &UdspPolicy,
+    udsp: UdspInfo,
     rtr: Option<&lnet::rtrbuf::PeerRtrCredits>,
 ) -> ShowPeerNi {
     let s = &v.stats;
@@ -158,7 +158,7 @@ fn peer_ni(
     };
     ShowPeerNi {
         nid: v.nid,
-        udsp: Some(udsp.peer_ni_info(&v.nid)),
+        udsp: Some(udsp),
         state: PeerNiState::NotApplicable,
         credits: PeerNiCredits {
             max_ni_tx_credits: v.max_tx_credits,
@@ -230,6 +230,15 @@ impl Node {
     pub async fn peer_show(&self) -> Result<PeerShow, NodeError> {
         let peers = self.peers().await?;
         let udsp = self.udsp().await?;
+        let local_nids: Vec<Nid> = self.local_nis().await?.iter().map(|v| v.nid).collect();
+        let mut gateways: Vec<Nid> = self
+            .routes()
+            .await?
+            .iter()
+            .map(|r| r.spec.gateway)
+            .collect();
+        gateways.sort();
+        gateways.dedup();
         let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> = self
             .routing_show()
             .await?
@@ -247,7 +256,10 @@ impl Node {
                     nis: p
                         .nis
                         .iter()
-                        .map(|v| peer_ni(v, &udsp, rtr.get(&v.nid)))
+                        .map(|v| {
+                            let info = udsp.peer_ni_info_with(&v.nid, &local_nids, &gateways);
+                            peer_ni(v, info, rtr.get(&v.nid))
+                        })
                         .collect(),
                 })
                 .collect(),

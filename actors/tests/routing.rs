@@ -523,6 +523,18 @@ async fn udsp_dst_rte_rule_sends_a_nets_traffic_through_the_preferred_gateway() 
         assert_eq!(counter(&t.r1, "route_count").await, 0);
         // The 20 PUTs through R2; B's ACKs take B's own routes (both gateways).
         assert!(counter(&t.r2, "route_count").await >= 20);
+        // `peer show -v 4` on A lists R2 as B's preferred gateway, once A has B as a peer.
+        t.a.add_peer(nid(B), vec![nid(B)], false).await.unwrap();
+        let yaml =
+            t.a.peer_show()
+                .await
+                .unwrap()
+                .to_yaml(lnet::show::Verbosity(4));
+        let at = yaml.find(&format!("nid: {B}")).unwrap();
+        assert!(
+            yaml[at..].contains("Preferred gateway NIDs:\n") && yaml[at..].contains(R2A),
+            "{yaml}"
+        );
         // A dead preferred gateway is never chosen: R2's NI on A's net goes silent for A.
         t.fabric.add_rule(FaultRule::new(
             NidMatch::Nid(nid(R2A)),

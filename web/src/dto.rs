@@ -114,14 +114,21 @@ pub struct LatencyStats {
     pub put_ack_avg_nsec: u64,
 }
 
-/// `udsp info:`: the priorities selection rules gave (-1: no rule).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+/// `udsp info:`: the priorities selection rules gave (-1: no rule) and the preferred
+/// lists, when not empty.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UdspInfo {
     /// `net priority`.
     pub net_priority: i32,
     /// `nid priority`.
     pub nid_priority: i32,
+    /// `Preferred gateway NIDs` (left out when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_gateways: Vec<String>,
+    /// `Preferred source NIDs` (left out when empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preferred_sources: Vec<String>,
 }
 
 /// `sent_stats:`, `received_stats:`, `dropped_stats:`: messages by type.
