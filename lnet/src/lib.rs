@@ -11,6 +11,7 @@
 
 pub mod acceptor;
 pub mod config;
+pub mod fault;
 pub mod header;
 pub mod health;
 pub mod netcheck;
