@@ -165,6 +165,12 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// A fault rule the LNet layer would refuse.
+    #[error("invalid fault rule")]
+    FaultRule(#[source] lnet::fault::FaultRuleError),
+    /// A fault rule that names no local NI: the store keeps rules by NI.
+    #[error("a stored fault rule names its local NI")]
+    FaultRuleWithoutNi,
 }
 
 impl StoreError {

@@ -41,9 +41,7 @@ mod tests;
 pub use config::LocalNiId;
 pub use error::{DecodeError, EngineError, StoreError};
 pub use events::{Event, EventRecord, RecoveryQueue};
-pub use fault::{
-    FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultTrigger, NidMatch, StoredFaultRule,
-};
+pub use fault::StoredFaultRule;
 pub use keys::MAX_TOKEN_NAME;
 pub use store::{Store, StoreOptions, DEFAULT_EVENT_CAPACITY};
 pub use token::{Role, TokenInfo, MIN_SECRET_BYTES};

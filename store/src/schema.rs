@@ -33,7 +33,7 @@ use crate::engine::{decode_value_with, TreeId, Trees, WriteSet};
 use crate::error::StoreError;
 
 /// The schema version this program writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The bytes under the `magic` key of the `meta` tree that mark a store of this program.
 pub const MAGIC: &[u8] = b"lnet-router store";
@@ -49,9 +49,9 @@ const DEFAULT_TREE: &[u8] = b"__sled__default";
 /// a store of version `n + 1` (the runner adds the version key).
 pub(crate) type Step = fn(&Trees) -> Result<WriteSet, StoreError>;
 
-/// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`. Empty while
-/// version 1 is the only one.
-pub(crate) const MIGRATIONS: [Step; 0] = [];
+/// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`: 1 to 2 stores
+/// fault rules in the lnet form.
+pub(crate) const MIGRATIONS: [Step; 1] = [crate::fault::v1::migrate];
 
 // One step per version after the first, no more, no fewer.
 const _: () = assert!(MIGRATIONS.len() as u32 + 1 == SCHEMA_VERSION);

@@ -18,6 +18,9 @@ use tempfile::TempDir;
 
 use crate::engine::TreeId;
 use crate::*;
+use lnet::fault::{
+    FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultRuleError, FaultTrigger, NidMatch,
+};
 
 const BACKUP: &str =
     include_str!("../../lnet/tests/fixtures/lnetctl/kernel-2.17.57/export-backup-router.yaml");
@@ -91,25 +94,24 @@ fn udsp(src: &str, priority: u32) -> UdspRule {
 }
 
 fn drop_rule(ni: &str) -> FaultRule {
-    FaultRule {
-        ni: nid(ni),
-        kind: FaultKind::Drop,
-        source: NidMatch::Any,
-        destination: NidMatch::Net(net("o2ib1")),
-        trigger: FaultTrigger::Rate(10),
-        portals: vec![4],
-        message_types: vec![FaultMsgType::Put, FaultMsgType::Get],
-        health_error: Some(FaultHealthError::RemoteTimeout),
-    }
+    FaultRule::health_error(
+        NidMatch::Any,
+        NidMatch::Net(net("o2ib1")),
+        FaultTrigger::Rate(10),
+        FaultHealthError::RemoteTimeout,
+    )
+    .at(nid(ni))
+    .portals(&[4])
+    .messages(&[FaultMsgType::Put, FaultMsgType::Get])
 }
 
 // ---- opening and the schema ----
 
 #[test]
-fn open_creates_a_store_stamped_with_schema_version_1() {
+fn open_creates_a_store_stamped_with_the_schema_version() {
     let (_dir, store) = fresh();
-    assert_eq!(store.schema_version().unwrap(), 1);
-    assert_eq!(schema::SCHEMA_VERSION, 1);
+    assert_eq!(store.schema_version().unwrap(), 2);
+    assert_eq!(schema::SCHEMA_VERSION, 2);
     assert_eq!(
         store
             .trees
@@ -158,7 +160,7 @@ fn reopen_keeps_the_contents_and_the_version() {
     let (dir, store) = fresh();
     store.put_peer(&peer("10.0.0.1@tcp", &[])).unwrap();
     let store = reopen(&dir, store);
-    assert_eq!(store.schema_version().unwrap(), 1);
+    assert_eq!(store.schema_version().unwrap(), schema::SCHEMA_VERSION);
     assert_eq!(store.peers().unwrap(), vec![peer("10.0.0.1@tcp", &[])]);
 }
 
@@ -173,14 +175,14 @@ fn open_refuses_a_newer_schema_naming_both_versions() {
             err,
             StoreError::NewerSchema {
                 found: 7,
-                supported: 1
+                supported: 2
             }
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("version 7") && text.contains("version 1"),
+        text.contains("version 7") && text.contains("version 2"),
         "{text}"
     );
 }
@@ -281,7 +283,7 @@ fn open_finishes_a_store_whose_creation_stopped_before_the_stamp() {
         db.flush().unwrap();
     }
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 1);
+    assert_eq!(store.schema_version().unwrap(), schema::SCHEMA_VERSION);
 }
 
 #[test]
@@ -317,7 +319,7 @@ fn open_refuses_a_directory_of_other_files() {
 fn open_creates_a_store_in_an_existing_empty_directory() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 1);
+    assert_eq!(store.schema_version().unwrap(), schema::SCHEMA_VERSION);
     assert_eq!(store.path(), dir.path());
 }
 
@@ -378,6 +380,8 @@ fn step_fails(_: &engine::Trees) -> Result<engine::WriteSet, StoreError> {
 #[test]
 fn migrate_runs_each_step_once_in_order_and_commits_each_version() {
     let (_dir, store) = fresh();
+    // Steps that run on a store of version 1.
+    poke(&store, TreeId::Meta, b"schema_version", &1u32.to_be_bytes());
     let steps: [schema::Step; 2] = [step_add_marker_peer, step_two];
     assert_eq!(schema::migrate(&store.trees, 1, &steps).unwrap(), 3);
     assert_eq!(
@@ -416,6 +420,8 @@ fn migrate_runs_each_step_once_in_order_and_commits_each_version() {
 #[test]
 fn a_failed_migration_step_leaves_the_version_it_started_from() {
     let (_dir, store) = fresh();
+    // Steps that run on a store of version 1.
+    poke(&store, TreeId::Meta, b"schema_version", &1u32.to_be_bytes());
     let steps: [schema::Step; 2] = [step_add_marker_peer, step_fails];
     let err = schema::migrate(&store.trees, 1, &steps).unwrap_err();
     assert!(matches!(err, StoreError::InvalidArgument { .. }));
@@ -960,7 +966,7 @@ fn fault_rules_are_kept_by_ni_with_ids_that_are_never_reused() {
     let (dir, store) = fresh();
     let a = store.add_fault_rule(&drop_rule("10.0.0.2@tcp")).unwrap();
     let mut delay = drop_rule("10.0.0.1@tcp");
-    delay.kind = FaultKind::Delay { latency_s: 5 };
+    delay.kind = FaultKind::Delay { latency_ms: 5000 };
     delay.health_error = None;
     delay.trigger = FaultTrigger::Interval(3);
     delay.source = NidMatch::Nid(nid("10.0.0.7@tcp"));
@@ -1013,16 +1019,22 @@ fn fault_rules_refuse_what_lnetctl_refuses() {
     r.trigger = FaultTrigger::Rate(0);
     assert!(matches!(
         store.add_fault_rule(&r),
-        Err(StoreError::InvalidArgument { .. })
+        Err(StoreError::FaultRule(FaultRuleError::ZeroRate))
     ));
     r.trigger = FaultTrigger::Interval(0);
     assert!(store.add_fault_rule(&r).is_err());
     let mut d = drop_rule("10.0.0.1@tcp");
-    d.kind = FaultKind::Delay { latency_s: 1 };
+    d.kind = FaultKind::Delay { latency_ms: 1000 };
     assert!(
         store.add_fault_rule(&d).is_err(),
         "a delay rule has no health error"
     );
+    let mut node_wide = drop_rule("10.0.0.1@tcp");
+    node_wide.local_nid = None;
+    assert!(matches!(
+        store.add_fault_rule(&node_wide),
+        Err(StoreError::FaultRuleWithoutNi)
+    ));
     assert!(store.fault_rules().unwrap().is_empty());
 }
 
@@ -1032,14 +1044,15 @@ fn fault_rule_json_uses_lnetctl_spellings() {
     assert_eq!(
         json,
         serde_json::json!({
-            "ni": "10.0.0.2@tcp",
+            "local_nid": "10.0.0.2@tcp",
             "kind": "drop",
             "source": "*",
-            "destination": "*@o2ib1",
+            "dest": "*@o2ib1",
             "trigger": {"rate": 10},
             "portals": [4],
             "message_types": ["put", "get"],
-            "health_error": "remote_timeout"
+            "health_error": "remote_timeout",
+            "seed": 1
         })
     );
 }
@@ -1636,16 +1649,15 @@ mod props {
             before in 0u32..=1000, after in 0u32..=1000,
             status in proptest::sample::select(HealthStatus::ALL.to_vec()),
         ) {
-            let rule = FaultRule {
-                ni,
-                kind: FaultKind::Delay { latency_s: latency },
-                source: NidMatch::Nid(src),
-                destination: NidMatch::Net(src.net),
-                trigger: FaultTrigger::Rate(rate),
-                portals,
-                message_types: vec![FaultMsgType::Reply, FaultMsgType::Ack],
-                health_error: None,
-            };
+            let rule = FaultRule::delay(
+                NidMatch::Nid(src),
+                NidMatch::Net(src.net),
+                FaultTrigger::Rate(rate),
+                u64::from(latency),
+            )
+            .at(ni)
+            .portals(&portals)
+            .messages(&[FaultMsgType::Reply, FaultMsgType::Ack]);
             let bytes = engine::encode(TreeId::Faults, b"k", &rule).unwrap();
             prop_assert_eq!(engine::decode::<FaultRule>(TreeId::Faults, b"k", &bytes).unwrap(), rule);
             for event in [

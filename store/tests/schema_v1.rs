@@ -3,9 +3,10 @@
 //! version of the store must keep opening it (migrating it forward) and read back exactly
 //! these contents: that is what keeps a router's state across an upgrade.
 //!
-//! The fixture was written once by `write_schema_v1_fixture` (ignored; run it with
-//! `cargo test -p store --test schema_v1 -- --ignored` after deleting the folder). Never
-//! regenerate it with a later schema: it stands for stores already on disk.
+//! The fixture was written once, by the first release, from the contents below (its
+//! fault rules then in the schema-1 form, which the migration to schema 2 turns into the
+//! lnet rules [`fault_rules`] lists). Never regenerate it with a later schema: it stands
+//! for stores already on disk.
 
 #![allow(
     clippy::unwrap_used,
@@ -16,12 +17,10 @@
 
 use std::path::Path;
 
+use lnet::fault::{FaultHealthError, FaultMsgType, FaultRule, FaultTrigger, NidMatch};
 use lnet::health::HealthStatus;
 use lnet::Nid;
-use store::{
-    Event, EventRecord, FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultTrigger,
-    NidMatch, RecoveryQueue, Role, Store, StoredFaultRule, TokenInfo,
-};
+use store::{Event, EventRecord, RecoveryQueue, Role, Store, StoredFaultRule, TokenInfo};
 
 /// The configuration of the fixture, in the form `export` prints it.
 const CONFIG: &str = "\
@@ -96,28 +95,25 @@ fn nid(s: &str) -> Nid {
     s.parse().unwrap()
 }
 
+/// The fixture's fault rules, as schema 2 reads them back.
 fn fault_rules() -> Vec<FaultRule> {
     vec![
-        FaultRule {
-            ni: nid("192.168.1.10@tcp"),
-            kind: FaultKind::Drop,
-            source: NidMatch::Any,
-            destination: NidMatch::Net("o2ib7".parse().unwrap()),
-            trigger: FaultTrigger::Rate(10),
-            portals: vec![4, 6],
-            message_types: vec![FaultMsgType::Put],
-            health_error: Some(FaultHealthError::NetworkTimeout),
-        },
-        FaultRule {
-            ni: nid("192.168.1.10@tcp"),
-            kind: FaultKind::Delay { latency_s: 3 },
-            source: NidMatch::Nid(nid("192.168.1.30@tcp")),
-            destination: NidMatch::Any,
-            trigger: FaultTrigger::Interval(5),
-            portals: vec![],
-            message_types: vec![],
-            health_error: None,
-        },
+        FaultRule::health_error(
+            NidMatch::Any,
+            NidMatch::Net("o2ib7".parse().unwrap()),
+            FaultTrigger::Rate(10),
+            FaultHealthError::NetworkTimeout,
+        )
+        .at(nid("192.168.1.10@tcp"))
+        .portals(&[4, 6])
+        .messages(&[FaultMsgType::Put]),
+        FaultRule::delay(
+            NidMatch::Nid(nid("192.168.1.30@tcp")),
+            NidMatch::Any,
+            FaultTrigger::Interval(5),
+            3000,
+        )
+        .at(nid("192.168.1.10@tcp")),
     ]
 }
 
@@ -169,35 +165,12 @@ fn fixture_dir() -> std::path::PathBuf {
 }
 
 #[test]
-#[ignore = "writes the committed fixture; run once, by hand, with schema version 1"]
-fn write_schema_v1_fixture() {
-    let dir = fixture_dir();
-    assert!(
-        !dir.exists(),
-        "{} exists: the fixture is written once",
-        dir.display()
-    );
-    let store = Store::open(&dir).unwrap();
-    store.import(&lnet::config::parse(CONFIG).unwrap()).unwrap();
-    store
-        .create_token("ops-admin", Role::Admin, ADMIN_SECRET)
-        .unwrap();
-    store
-        .create_token("dashboard", Role::Reader, READER_SECRET)
-        .unwrap();
-    for rule in fault_rules() {
-        store.add_fault_rule(&rule).unwrap();
-    }
-    store.append_events(&events()).unwrap();
-}
-
-#[test]
 fn schema_v1_fixture_opens_and_reads_back_exactly_its_contents() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("store");
     copy_dir(&fixture_dir(), &copy);
     let store = Store::open(&copy).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 1);
+    assert_eq!(store.schema_version().unwrap(), 2, "migrated on open");
 
     assert_eq!(store.export().unwrap().to_yaml(), CONFIG);
 

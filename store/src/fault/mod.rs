@@ -1,0 +1,123 @@
+//! Fault injection rules ([`lnet::fault::FaultRule`], `lnetctl fault drop|delay add`),
+//! kept so that a restarted router installs them again.
+//!
+//! A rule is stored in its serde (JSON) form, keyed by the NID of the local NI it names
+//! (20-byte form), then a rule id that is never reused. Schema 1 stored an older form of
+//! the rule; [`v1`] converts it.
+
+pub(crate) mod v1;
+
+use lnet::fault::FaultRule;
+use lnet::Nid;
+use serde::Serialize;
+
+use crate::engine::{decode, decode_key, TreeId, WriteSet};
+use crate::error::{DecodeError, StoreError};
+use crate::keys;
+use crate::schema::read_counter;
+use crate::Store;
+
+/// The `meta` key of the next fault rule id.
+const NEXT_RULE_ID_KEY: &[u8] = b"next_fault_rule_id";
+
+/// A stored fault rule and its id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredFaultRule {
+    /// The id [`Store::add_fault_rule`] gave it, unique in this store.
+    pub id: u32,
+    /// The rule.
+    pub rule: FaultRule,
+}
+
+/// The local NI a rule is kept under.
+fn rule_ni(rule: &FaultRule) -> Result<Nid, StoreError> {
+    rule.local_nid.ok_or(StoreError::FaultRuleWithoutNi)
+}
+
+impl Store {
+    fn decode_fault(&self, k: &[u8], v: &[u8]) -> Result<StoredFaultRule, StoreError> {
+        let (ni, id) = decode_key(TreeId::Faults, k, keys::decode_fault)?;
+        let rule: FaultRule = decode(TreeId::Faults, k, v)?;
+        if rule.local_nid != Some(ni) {
+            let named = rule
+                .local_nid
+                .map_or_else(|| "no NI".to_owned(), |n| format!("NI {n}"));
+            return Err(StoreError::CorruptValue {
+                tree: TreeId::Faults.name(),
+                key: keys::hex(k),
+                source: DecodeError::Record {
+                    message: format!("the rule is for {named} but keyed under {ni}"),
+                },
+            });
+        }
+        Ok(StoredFaultRule { id, rule })
+    }
+
+    /// Adds a fault rule (it names its local NI) and returns its id.
+    pub fn add_fault_rule(&self, rule: &FaultRule) -> Result<u32, StoreError> {
+        rule.validate().map_err(StoreError::FaultRule)?;
+        let ni = rule_ni(rule)?;
+        let _guard = self.lock();
+        let next = read_counter(&self.trees, NEXT_RULE_ID_KEY)?;
+        let id = u32::try_from(next).map_err(|_| StoreError::InvalidArgument {
+            what: "fault rule",
+            reason: "every rule id has been used".to_owned(),
+        })?;
+        let mut set = WriteSet::new();
+        set.put(TreeId::Faults, &keys::fault_key(&ni, id), rule)?;
+        set.put_raw(
+            TreeId::Meta,
+            NEXT_RULE_ID_KEY,
+            (next + 1).to_be_bytes().to_vec(),
+        );
+        self.trees.commit(set)?;
+        Ok(id)
+    }
+
+    /// Deletes rule `id` of the NI `ni`.
+    pub fn delete_fault_rule(&self, ni: &Nid, id: u32) -> Result<(), StoreError> {
+        let _guard = self.lock();
+        let key = keys::fault_key(ni, id);
+        if self.trees.get_raw(TreeId::Faults, &key)?.is_none() {
+            return Err(StoreError::NotFound {
+                what: "fault rule",
+                key: format!("{id} of NI {ni}"),
+            });
+        }
+        let mut set = WriteSet::new();
+        set.remove(TreeId::Faults, &key);
+        self.trees.commit(set)
+    }
+
+    /// Deletes every rule of the NI `ni` (`lnetctl fault drop|delay reset`); how many.
+    pub fn clear_fault_rules(&self, ni: &Nid) -> Result<usize, StoreError> {
+        let _guard = self.lock();
+        let rules = self.trees.scan_prefix(TreeId::Faults, &keys::nid_key(ni))?;
+        let mut set = WriteSet::new();
+        for (k, _) in &rules {
+            set.remove(TreeId::Faults, k);
+        }
+        self.trees.commit(set)?;
+        Ok(rules.len())
+    }
+
+    /// Every fault rule, by NI then id.
+    pub fn fault_rules(&self) -> Result<Vec<StoredFaultRule>, StoreError> {
+        let _guard = self.lock();
+        self.trees
+            .scan_raw(TreeId::Faults)?
+            .iter()
+            .map(|(k, v)| self.decode_fault(k, v))
+            .collect()
+    }
+
+    /// The fault rules of one NI, by id.
+    pub fn fault_rules_of(&self, ni: &Nid) -> Result<Vec<StoredFaultRule>, StoreError> {
+        let _guard = self.lock();
+        self.trees
+            .scan_prefix(TreeId::Faults, &keys::nid_key(ni))?
+            .iter()
+            .map(|(k, v)| self.decode_fault(k, v))
+            .collect()
+    }
+}
