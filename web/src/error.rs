@@ -192,7 +192,7 @@ impl From<actors::NodeError> for ApiError {
                 message: format!("too many messages in flight ({max}); try again"),
             },
             N::FaultRule(e) => fault_add_error(e),
-            N::Route { error } => crate::routing::route_error(&error),
+            N::Route { error } => crate::api::routes::route_error(&error),
             N::Stopped => ApiError::Unavailable {
                 message: "the node is stopped".into(),
             },
