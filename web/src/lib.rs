@@ -59,11 +59,9 @@ pub use api::routing::{
     BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc,
 };
 pub use api::stats::Counters;
-pub use auth::{
-    EventSink, MemoryTokens, Role, SinkError, TokenError, TokenIdentity, TokenVerifier,
-};
+pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
-pub use events::{ApiEvent, EventBody, EventRing, NiKindDoc};
+pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use server::{start, Transport, WebConfig, WebContext, WebServer};

@@ -5,7 +5,7 @@ use actors::node::RouteView;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use lnet::route::{GatewayAlive, RouteError, RouteSpec};
+use lnet::route::{GatewayAlive, RouteSpec};
 use lnet::{Net, Nid};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -87,17 +87,6 @@ fn route_doc(v: &RouteView) -> RouteDoc {
         gateway_state: gateway_state.into(),
         gateway_down_reason,
     }
-}
-
-/// A refused route as an API error.
-pub(crate) fn route_error(e: &RouteError) -> ApiError {
-    let field = match e {
-        RouteError::LocalNet { .. } => "net",
-        RouteError::Hops { .. } => "hop",
-        RouteError::Exists { .. } => return ApiError::conflict("gateway", e.to_string()),
-        _ => "gateway",
-    };
-    ApiError::unprocessable(field, e.to_string())
 }
 
 fn parse_net(field: &str, text: &str) -> Result<Net, ApiError> {
