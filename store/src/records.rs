@@ -246,17 +246,6 @@ impl LocalNiRecord {
             ..LocalNi::default()
         }
     }
-
-    /// Whether this NI is the one `id` names: by NID when it has one, else by its first
-    /// interface.
-    pub(crate) fn is(&self, id: &crate::config::LocalNiId) -> bool {
-        match id {
-            crate::config::LocalNiId::Nid(nid) => self.nid.map(|n| n.0) == Some(*nid),
-            crate::config::LocalNiId::Interface(name) => {
-                self.nid.is_none() && self.interfaces.first() == Some(name)
-            }
-        }
-    }
 }
 
 impl PeerRecord {

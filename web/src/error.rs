@@ -3,6 +3,7 @@
 
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use lnet::route::RouteError;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -192,7 +193,7 @@ impl From<actors::NodeError> for ApiError {
                 message: format!("too many messages in flight ({max}); try again"),
             },
             N::FaultRule(e) => fault_add_error(e),
-            N::Route { error } => crate::routing::route_error(&error),
+            N::Route { error } => route_error(&error),
             N::Stopped => ApiError::Unavailable {
                 message: "the node is stopped".into(),
             },
@@ -204,7 +205,17 @@ impl From<actors::NodeError> for ApiError {
     }
 }
 
-/// A refused fault rule as an API error.
+/// A refused route as an API error.
+fn route_error(e: &RouteError) -> ApiError {
+    let field = match e {
+        RouteError::LocalNet { .. } => "net",
+        RouteError::Hops { .. } => "hop",
+        RouteError::Exists { .. } => return ApiError::conflict("gateway", e.to_string()),
+        _ => "gateway",
+    };
+    ApiError::unprocessable(field, e.to_string())
+}
+
 fn fault_add_error(e: lnd::lnd::fault::FaultAddError) -> ApiError {
     use lnd::lnd::fault::{FaultAddError, FaultRuleError};
     match e {

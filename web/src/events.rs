@@ -18,7 +18,20 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use utoipa::ToSchema;
 
-use crate::auth::EventSink;
+/// Where the server sends every event it records (LNet events and admin events), in order:
+/// the daemon plugs in the store's event log.
+pub trait EventSink: Send + Sync + 'static {
+    /// Records one event. An error is logged by the server; the event stays in the ring.
+    fn record(&self, event: &ApiEvent) -> Result<(), SinkError>;
+}
+
+/// Why an [`EventSink`] could not record an event.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("event log: {reason}")]
+pub struct SinkError {
+    /// Why.
+    pub reason: String,
+}
 
 /// One event as the API serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -508,7 +521,7 @@ mod tests {
         #[derive(Default)]
         struct Log(Mutex<Vec<u64>>);
         impl EventSink for Log {
-            fn record(&self, event: &ApiEvent) -> Result<(), crate::auth::SinkError> {
+            fn record(&self, event: &ApiEvent) -> Result<(), SinkError> {
                 self.0.lock().unwrap().push(event.id);
                 Ok(())
             }
