@@ -1002,6 +1002,30 @@ fn fault_rules_are_kept_by_ni_with_ids_that_are_never_reused() {
 }
 
 #[test]
+fn put_fault_rule_keeps_the_given_id_and_moves_the_counter_past_it() {
+    let (dir, store) = fresh();
+    store.put_fault_rule(5, &drop_rule("10.0.0.1@tcp")).unwrap();
+    store.put_fault_rule(5, &drop_rule("10.0.0.2@tcp")).unwrap();
+    let all = store.fault_rules().unwrap();
+    assert_eq!(
+        all,
+        vec![StoredFaultRule {
+            id: 5,
+            rule: drop_rule("10.0.0.2@tcp")
+        }],
+        "one rule per id"
+    );
+    let store = reopen(&dir, store);
+    assert_eq!(store.add_fault_rule(&drop_rule("10.0.0.1@tcp")).unwrap(), 6);
+    let mut bad = drop_rule("10.0.0.1@tcp");
+    bad.trigger = FaultTrigger::Interval(0);
+    assert!(matches!(
+        store.put_fault_rule(9, &bad),
+        Err(StoreError::FaultRule(FaultRuleError::ZeroInterval))
+    ));
+}
+
+#[test]
 fn clear_fault_rules_removes_the_rules_of_one_ni() {
     let (_dir, store) = fresh();
     store.add_fault_rule(&drop_rule("10.0.0.1@tcp")).unwrap();

@@ -185,16 +185,32 @@ impl FaultTable {
         FaultTable::default()
     }
 
-    /// Adds a rule at time `now` (an interval rule's first window starts then).
+    /// Adds a rule at time `now` (an interval rule's first window starts then) under
+    /// the next unused id.
     pub fn add(&mut self, rule: FaultRule, now: Millis) -> Result<RuleId, FaultAddError> {
+        let id = RuleId(self.next_id + 1);
+        self.insert(id, rule, now)?;
+        Ok(id)
+    }
+
+    /// Adds a rule under id `id` (a rule kept across a restart keeps its id); later
+    /// [`FaultTable::add`]s choose ids above it.
+    pub fn insert(
+        &mut self,
+        id: RuleId,
+        rule: FaultRule,
+        now: Millis,
+    ) -> Result<(), FaultAddError> {
         rule.validate().map_err(FaultAddError::Rule)?;
         if self.rules.len() >= MAX_RULES {
             return Err(FaultAddError::Full { max: MAX_RULES });
         }
-        self.next_id += 1;
-        let id = RuleId(self.next_id);
+        if id.0 == 0 || self.rules.iter().any(|l| l.stats.id == id) {
+            return Err(FaultAddError::IdInUse { id: id.0 });
+        }
+        self.next_id = self.next_id.max(id.0);
         self.rules.push(Live::new(id, rule, now));
-        Ok(id)
+        Ok(())
     }
 
     /// Removes a rule; whether it was there.
@@ -265,5 +281,11 @@ pub enum FaultAddError {
     Full {
         /// The limit.
         max: usize,
+    },
+    /// Another rule has this id (or it is 0).
+    #[error("fault rule id {id} is in use or not an id")]
+    IdInUse {
+        /// The id.
+        id: u64,
     },
 }

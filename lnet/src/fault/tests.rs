@@ -209,6 +209,25 @@ fn every_nth_all_and_removal() {
 }
 
 #[test]
+fn rules_keep_their_ids_when_inserted_and_later_ids_go_above() {
+    let mut table = FaultTable::new();
+    let rule = FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All);
+    table.insert(RuleId(7), rule.clone(), T0).unwrap();
+    assert_eq!(
+        table.insert(RuleId(7), rule.clone(), T0),
+        Err(FaultAddError::IdInUse { id: 7 })
+    );
+    assert_eq!(
+        table.insert(RuleId(0), rule.clone(), T0),
+        Err(FaultAddError::IdInUse { id: 0 })
+    );
+    table.insert(RuleId(3), rule.clone(), T0).unwrap();
+    assert_eq!(table.add(rule.clone(), T0), Ok(RuleId(8)));
+    let ids: Vec<u64> = table.rules().iter().map(|r| r.id.0).collect();
+    assert_eq!(ids, [7, 3, 8]);
+}
+
+#[test]
 fn rate_is_one_in_each_window_reproducibly() {
     let h = put("10.0.0.1@tcp", "10.0.0.2@tcp", 4);
     let run = |seed| {

@@ -74,6 +74,25 @@ impl Store {
         Ok(id)
     }
 
+    /// Keeps a fault rule under the id the node gave it (the API's rule id), replacing
+    /// a rule with that id; later [`Store::add_fault_rule`]s choose ids above it.
+    pub fn put_fault_rule(&self, id: u32, rule: &FaultRule) -> Result<(), StoreError> {
+        rule.validate().map_err(StoreError::FaultRule)?;
+        let ni = rule_ni(rule)?;
+        let _guard = self.lock();
+        let next = read_counter(&self.trees, NEXT_RULE_ID_KEY)?;
+        let mut set = WriteSet::new();
+        for (k, v) in self.trees.scan_raw(TreeId::Faults)? {
+            if self.decode_fault(&k, &v)?.id == id {
+                set.remove(TreeId::Faults, &k);
+            }
+        }
+        set.put(TreeId::Faults, &keys::fault_key(&ni, id), rule)?;
+        let after = next.max(u64::from(id) + 1);
+        set.put_raw(TreeId::Meta, NEXT_RULE_ID_KEY, after.to_be_bytes().to_vec());
+        self.trees.commit(set)
+    }
+
     /// Deletes rule `id` of the NI `ni`.
     pub fn delete_fault_rule(&self, ni: &Nid, id: u32) -> Result<(), StoreError> {
         let _guard = self.lock();
