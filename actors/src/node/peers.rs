@@ -2,10 +2,18 @@
 //!
 //! Every lookup by NID is a hash lookup, so that a node with many peers pays the same per
 //! message as one with a few, and adding a peer costs in the number of its own NIDs.
+//!
+//! The LNet actor's side: [`PeerView`], adding a configured peer ([`AddPeer`]),
+//! listing the peers, and the peer NI actors behind the peer NIs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use actix::prelude::*;
 use lnet::Nid;
+
+use super::error::NodeError;
+use super::{LnetActor, PeerNiEntry};
+use crate::ni::{PeerNiActor, PeerNiView};
 
 /// One peer: a primary NID and its peer NIs.
 #[derive(Debug)]
@@ -120,6 +128,114 @@ impl PeerTable {
                 configured: configured || was_configured,
             },
         );
+    }
+}
+
+/// A peer as this node knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerView {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+    /// Its peer NIs.
+    pub nis: Vec<PeerNiView>,
+    /// Its NIDs with their status as its ping info or its last push gave it (true: up;
+    /// NIDs added by hand are up).
+    pub nids: Vec<(Nid, bool)>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct AddPeer {
+    pub(super) primary: Nid,
+    pub(super) nids: Vec<Nid>,
+    pub(super) multi_rail: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<PeerView>")]
+pub(super) struct ListPeers;
+
+impl LnetActor {
+    pub(super) fn ensure_peer_ni(&mut self, nid: Nid) {
+        if self.peer_nis.contains_key(&nid) {
+            return;
+        }
+        let Some(recovery) = self.peer_recovery.clone() else {
+            return;
+        };
+        let (actor, view) = PeerNiActor::new(
+            nid,
+            self.config.peer_credits,
+            self.clock,
+            self.events.clone(),
+            recovery,
+        );
+        let addr = self.place(actor);
+        self.peer_nis
+            .insert(nid, PeerNiEntry { addr, view, seq: 0 });
+    }
+
+    /// Makes `nids` one peer (merging any peers that held one of them).
+    pub(super) fn set_peer(
+        &mut self,
+        primary: Nid,
+        nids: Vec<Nid>,
+        multi_rail: bool,
+        configured: bool,
+    ) {
+        let nids: Vec<Nid> = nids.into_iter().filter(|n| !self.is_local(n)).collect();
+        for nid in &nids {
+            self.ensure_peer_ni(*nid);
+        }
+        self.peers.set(primary, nids, multi_rail, configured);
+    }
+}
+
+impl Handler<AddPeer> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: AddPeer, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        if m.nids.is_empty() || m.nids.iter().any(|n| self.is_local(n)) {
+            return Err(NodeError::BadPeer {
+                reason: "a peer needs NIDs, none of them this node's".into(),
+            });
+        }
+        let mut nids = m.nids;
+        if !nids.contains(&m.primary) {
+            nids.insert(0, m.primary);
+        }
+        self.peers
+            .check_configured(m.primary, &nids)
+            .map_err(|NidTaken { nid, owner }| NodeError::BadPeer {
+                reason: format!("{nid} belongs to peer {owner} already"),
+            })?;
+        self.set_peer(m.primary, nids, m.multi_rail, true);
+        Ok(())
+    }
+}
+
+impl Handler<ListPeers> for LnetActor {
+    type Result = MessageResult<ListPeers>;
+
+    fn handle(&mut self, _: ListPeers, _ctx: &mut Context<Self>) -> MessageResult<ListPeers> {
+        MessageResult(
+            self.peers
+                .iter()
+                .map(|p| PeerView {
+                    primary: p.primary,
+                    multi_rail: p.multi_rail,
+                    nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
+                    nis: p
+                        .nids
+                        .iter()
+                        .filter_map(|n| self.peer_nis.get(n))
+                        .map(|e| e.view.borrow().clone())
+                        .collect(),
+                })
+                .collect(),
+        )
     }
 }
 

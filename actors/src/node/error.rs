@@ -1,0 +1,76 @@
+//! Why a node refused a request ([`NodeError`]).
+
+use actix::MailboxError;
+use lnd::lnd::fault::FaultAddError;
+use lnet::udsp::UdspError;
+use lnet::Nid;
+
+/// Why a node refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// A route was refused.
+    #[error("route refused: {error}")]
+    Route {
+        /// Why.
+        error: lnet::route::RouteError,
+    },
+    /// The LND could not start the NI.
+    #[error("NI could not start: {reason}")]
+    NiStart {
+        /// Why.
+        reason: String,
+    },
+    /// An NI with this NID exists already.
+    #[error("NI {nid} exists already")]
+    NiExists {
+        /// The NID.
+        nid: Nid,
+    },
+    /// No local NI has this NID.
+    #[error("no local NI {nid}")]
+    NoSuchNi {
+        /// The NID.
+        nid: Nid,
+    },
+    /// No peer NI has this NID.
+    #[error("no peer NI {nid}")]
+    NoSuchPeerNi {
+        /// The NID.
+        nid: Nid,
+    },
+    /// A peer needs at least one NID, none of them this node's own.
+    #[error("bad peer: {reason}")]
+    BadPeer {
+        /// Why.
+        reason: String,
+    },
+    /// Too many sends in flight.
+    #[error("too many messages in flight ({max})")]
+    Busy {
+        /// The limit.
+        max: usize,
+    },
+    /// The node's actor is gone.
+    #[error("the node is stopped")]
+    Stopped,
+    /// No local NI with this NID has fault hooks (it does not exist, or its LND has none,
+    /// or it was not added with [`Node::add_ni_with_faults`](super::Node::add_ni_with_faults)).
+    #[error("no local NI {nid} with fault hooks")]
+    NoFaultHooks {
+        /// The NID.
+        nid: Nid,
+    },
+    /// The LND refused a fault rule.
+    #[error("fault rule refused: {0}")]
+    FaultRule(FaultAddError),
+    /// A UDSP rule list was refused.
+    #[error("UDSP rules refused: {0}")]
+    Udsp(UdspError),
+}
+
+impl From<MailboxError> for NodeError {
+    fn from(_: MailboxError) -> NodeError {
+        NodeError::Stopped
+    }
+}
