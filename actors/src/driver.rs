@@ -13,8 +13,6 @@ use std::time::Duration;
 use lnd::{Lnd, SendError, TxRequest};
 use lnet::Nid;
 
-use crate::fault::{FaultAddError, FaultHooks, FaultRule, RuleId, RuleStats};
-
 /// How long [`Driver::stop`] waits for sends under way to return before it drops the LND
 /// (which closes it too, less cleanly).
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -114,28 +112,5 @@ impl<L: Lnd> Driver for NiDriver<L> {
 
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(self.stop_lnd())
-    }
-}
-
-impl<L: Lnd + FaultHooks> FaultHooks for NiDriver<L> {
-    fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
-        match self.lnd() {
-            Some(lnd) => lnd.add_fault_rule(rule),
-            None => Err(FaultAddError::Stopped),
-        }
-    }
-
-    fn remove_fault_rule(&self, id: RuleId) -> bool {
-        self.lnd().is_some_and(|l| l.remove_fault_rule(id))
-    }
-
-    fn clear_fault_rules(&self) {
-        if let Some(l) = self.lnd() {
-            l.clear_fault_rules();
-        }
-    }
-
-    fn fault_rules(&self) -> Vec<RuleStats> {
-        self.lnd().map(|l| l.fault_rules()).unwrap_or_default()
     }
 }

@@ -1,87 +1,93 @@
-//! Fault injection per local NI, as `lnetctl fault drop|delay add` does it (health
-//! reference §2.11): rules match a message by source and destination NID (or net),
-//! portal and message type, fire on every message, every Nth, one in each window of N
-//! (`-r`) or with a probability, and drop it, delay it, or fail its send with a chosen
-//! health status (`-e`). A node installs the rules into the LND of the NI named, when
-//! that LND has fault hooks ([`FaultHooks`]): today the socket LND
-//! ([`lnd::socklnd::SockLnd`]). The in-process test fabric keeps its rules on the fabric
-//! itself (shared by all its NIs, [`lnd::fabric::Fabric::add_rule`]) and is driven there.
+//! Fault injection at the LNet layer (`lnetctl fault drop|delay add`, health reference
+//! §2.11), for every LND: the node's rules ([`lnet::fault::FaultTable`]) in one
+//! [`FaultRules`] shared by the [`crate::Node`] handle that changes them, the local NI
+//! actors that check every send before handing it to the LND, and the
+//! [`crate::NodeHandler`] that checks every received message before LNet processes it.
+//!
+//! On send ([`crate::ni::LocalNiActor`]): a drop completes the send as a message lost on
+//! the network does ([`HealthStatus::Ok`]: the message was handed off); a health error
+//! completes it at once with that status; a delay hands it to the LND that much later.
+//! On receive: a drop discards the message silently (its payload is read and thrown
+//! away); a delay holds it (and the connection it came on) that long.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use lnd::socklnd::SockLnd;
-use lnd::LndHandler;
-use lnet::Nid;
-
-pub use lnd::lnd::fault::{
-    FaultAction, FaultAddError, FaultRule, Hooks, MsgTypes, NidMatch, RuleId, RuleStats, Trigger,
+use lnet::fault::{
+    Direction, FaultAddError, FaultRule, FaultTable, FaultVerdict, RuleId, RuleStats,
 };
+use lnet::{Header, Nid};
 
-/// An LND that enforces fault rules on the messages of its NI.
-pub trait FaultHooks: Send + Sync + 'static {
-    /// Adds a rule; it applies to messages sent or received from now on.
-    fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError>;
+use crate::clock::Clock;
+
+/// The fault rules of one node, shared by its actors. Cheap to clone; clones share them.
+#[derive(Debug, Clone)]
+pub struct FaultRules {
+    table: Arc<Mutex<FaultTable>>,
+    clock: Clock,
+}
+
+impl FaultRules {
+    /// No rules; time from `clock`.
+    pub fn new(clock: Clock) -> FaultRules {
+        FaultRules {
+            table: Arc::new(Mutex::new(FaultTable::new())),
+            clock,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FaultTable> {
+        // The table stays consistent whatever panicked while holding it.
+        self.table.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adds a rule; it applies from now on.
+    pub fn add(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
+        let now = self.clock.now();
+        let id = self.lock().add(rule.clone(), now)?;
+        tracing::info!(?id, ?rule, "fault rule added");
+        Ok(id)
+    }
+
+    /// Adds a rule under id `id` (a rule kept across a restart).
+    pub fn insert(&self, id: RuleId, rule: FaultRule) -> Result<(), FaultAddError> {
+        let now = self.clock.now();
+        self.lock().insert(id, rule.clone(), now)?;
+        tracing::info!(?id, ?rule, "fault rule installed");
+        Ok(())
+    }
+
     /// Removes a rule; whether it was there.
-    fn remove_fault_rule(&self, id: RuleId) -> bool;
-    /// Removes every rule.
-    fn clear_fault_rules(&self);
+    pub fn remove(&self, id: RuleId) -> bool {
+        self.lock().remove(id)
+    }
+
+    /// Removes every rule; how many there were.
+    pub fn clear(&self) -> usize {
+        self.lock().remove_where(|_| true)
+    }
+
+    /// Zeroes every rule's counters (`lnetctl fault drop|delay reset`).
+    pub fn reset(&self) {
+        let now = self.clock.now();
+        self.lock().reset(now);
+    }
+
     /// The rules and how often each matched and fired.
-    fn fault_rules(&self) -> Vec<RuleStats>;
-}
-
-impl<H: LndHandler> FaultHooks for SockLnd<H> {
-    fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
-        SockLnd::add_fault_rule(self, rule)
+    pub fn rules(&self) -> Vec<RuleStats> {
+        self.lock().rules()
     }
 
-    fn remove_fault_rule(&self, id: RuleId) -> bool {
-        SockLnd::remove_fault_rule(self, id)
-    }
-
-    fn clear_fault_rules(&self) {
-        SockLnd::clear_fault_rules(self);
-    }
-
-    fn fault_rules(&self) -> Vec<RuleStats> {
-        SockLnd::fault_rules(self)
-    }
-}
-
-/// The fault hooks of a node's NIs, by NID: shared by the clones of a [`crate::Node`].
-#[derive(Clone, Default)]
-pub struct FaultHookTable {
-    inner: Arc<Mutex<HashMap<Nid, Arc<dyn FaultHooks>>>>,
-}
-
-impl std::fmt::Debug for FaultHookTable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut nids: Vec<Nid> = self.lock().keys().copied().collect();
-        nids.sort();
-        f.debug_struct("FaultHookTable")
-            .field("nis", &nids)
-            .finish()
-    }
-}
-
-impl FaultHookTable {
-    fn lock(&self) -> MutexGuard<'_, HashMap<Nid, Arc<dyn FaultHooks>>> {
-        // The map stays consistent whatever panicked while holding it.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Registers the hooks of NI `nid`.
-    pub fn insert(&self, nid: Nid, hooks: Arc<dyn FaultHooks>) {
-        self.lock().insert(nid, hooks);
-    }
-
-    /// Forgets the hooks of NI `nid`.
-    pub fn remove(&self, nid: &Nid) {
-        self.lock().remove(nid);
-    }
-
-    /// The hooks of NI `nid`, if it has any.
-    pub fn get(&self, nid: &Nid) -> Option<Arc<dyn FaultHooks>> {
-        self.lock().get(nid).cloned()
+    /// The verdict for a message at `dir` through local NI `ni`, if a rule fires on it.
+    pub(crate) fn check(&self, dir: Direction, ni: Nid, header: &Header) -> Option<FaultVerdict> {
+        let now = self.clock.now();
+        let mut table = self.lock();
+        if table.is_empty() {
+            return None;
+        }
+        let verdict = table.check(dir, ni, header, now);
+        if let Some(v) = verdict {
+            tracing::debug!(%ni, ?dir, ?v, src = %header.src_nid, dst = %header.dest_nid, "fault rule fired");
+        }
+        verdict
     }
 }

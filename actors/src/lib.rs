@@ -15,8 +15,9 @@
 //!   [`Node::recovery_show`]).
 //! * [`driver`]: a started LND as the node drives it, stoppable after it was handed over
 //!   ([`node::Node::remove_ni`]).
-//! * [`fault`]: fault injection rules per local NI (`lnetctl fault drop|delay add`),
-//!   installed through [`node::Node::add_fault_rule`] into LNDs with [`fault::FaultHooks`].
+//! * [`fault`]: fault injection (`lnetctl fault drop|delay add`): the node's rules,
+//!   changed through [`node::Node::add_fault_rule`] and applied by the local NI actors on
+//!   send and by [`node::NodeHandler`] on receive, for every LND.
 //!
 //! Time comes from [`clock::Clock`] (tokio's clock, pausable in tests); every change of
 //! health, status and recovery is an [`events::Event`] on the bounded [`events::EventBus`].

@@ -8,9 +8,11 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
 use lnd::{SendError, TxCompletion, TxRequest};
+use lnet::fault::{Direction, FaultVerdict};
 use lnet::health::check::{local_ni_state_change, NiEffect, NiState};
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::time::Millis;
@@ -19,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::clock::Clock;
 use crate::events::{Event, EventBus, NiKind};
+use crate::fault::FaultRules;
 use crate::recovery::{Heard, Queue, RecoveryActor};
 use crate::Driver;
 
@@ -242,6 +245,7 @@ pub struct LocalNiActor {
     queue: VecDeque<TxRequest>,
     completions: mpsc::Sender<TxCompletion>,
     view: watch::Sender<LocalNiView>,
+    faults: FaultRules,
 }
 
 impl std::fmt::Debug for LocalNiActor {
@@ -260,6 +264,7 @@ impl LocalNiActor {
         events: EventBus,
         recovery: Addr<RecoveryActor>,
         completions: mpsc::Sender<TxCompletion>,
+        faults: FaultRules,
     ) -> (LocalNiActor, watch::Receiver<LocalNiView>) {
         let nid = driver.nid();
         let max = i32::try_from(credits).unwrap_or(i32::MAX);
@@ -292,6 +297,7 @@ impl LocalNiActor {
                 queue: VecDeque::new(),
                 completions,
                 view,
+                faults,
             },
             rx,
         )
@@ -327,20 +333,35 @@ impl LocalNiActor {
         let driver = Arc::clone(&self.driver);
         let completions = self.completions.clone();
         let ni = self.core.nid;
+        // Fault injection, before the LND has the message (see [`crate::fault`]).
+        let verdict = self.faults.check(Direction::Send, ni, &tx.header);
         actix::spawn(async move {
             let (id, peer) = (tx.id, tx.peer);
-            if let Err(err) = driver.send(tx).await {
-                let status = refusal_status(&err);
+            let complete = |status: HealthStatus, reason: Option<String>| {
                 let done = TxCompletion {
                     id,
                     ni,
                     peer,
                     status,
-                    reason: Some(err.to_string()),
+                    reason,
                 };
                 if completions.try_send(done).is_err() {
                     tracing::error!(%ni, "completion channel full or closed");
                 }
+            };
+            match verdict {
+                None => {}
+                // Lost on the network: for its sender the message was handed off.
+                Some(FaultVerdict::Drop) => return complete(HealthStatus::Ok, None),
+                Some(FaultVerdict::Fail(status)) => {
+                    return complete(status, Some(format!("fault injection: {status}")));
+                }
+                Some(FaultVerdict::Delay(by)) => {
+                    tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
+                }
+            }
+            if let Err(err) = driver.send(tx).await {
+                complete(refusal_status(&err), Some(err.to_string()));
             }
         });
     }

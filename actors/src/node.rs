@@ -92,6 +92,7 @@ use tokio::sync::{mpsc, watch};
 use crate::clock::Clock;
 use crate::driver::Driver;
 use crate::events::EventBus;
+use crate::fault::FaultRules;
 use crate::ni::{LocalNiActor, LocalNiView, PeerNiActor, PeerNiView};
 use crate::recovery::{PingDue, RecoveryActor};
 use crate::router::{RouterActor, Ticket};
@@ -180,6 +181,8 @@ struct Md {
 pub struct LnetActor {
     config: NodeConfig,
     clock: Clock,
+    /// The node's fault rules, which its local NI actors apply to every send.
+    faults: FaultRules,
     events: EventBus,
     completions: mpsc::Sender<TxCompletion>,
     nis: BTreeMap<Nid, LocalNiEntry>,

@@ -14,9 +14,9 @@ use fabric_support::{md, node, put, BOUND};
 use std::time::Duration;
 
 use actors::{FailReason, MdSpec, MsgEventKind, Outcome};
-use lnd::fabric::{Fabric, FaultAction, FaultRule, NidMatch};
+use lnd::fabric::Fabric;
+use lnet::fault::{FaultMsgType, FaultRule, FaultTrigger, NidMatch};
 use lnet::health::HealthStatus;
-use lnet::MsgType;
 use tokio::time::{timeout, Instant};
 
 #[actix::test]
@@ -77,14 +77,17 @@ async fn lnt_100_each_transaction_ends_at_its_own_callers_timeout() {
         let (b, bn) = node(&fabric, &["10.0.0.2@tcp"]).await;
         let _rx = b.attach(md()).await.unwrap();
         // Every ACK from B is lost.
-        fabric.add_rule(FaultRule {
-            msg_type: Some(MsgType::Ack),
-            ..FaultRule::new(
-                NidMatch::Nid(bn[0]),
-                NidMatch::Nid(an[0]),
-                FaultAction::Drop,
+        // (`lnetctl fault drop add -s B -d A -m ACK` on A: dropped on receive).
+        let rule = a
+            .add_fault_rule(
+                FaultRule::drop(
+                    NidMatch::Nid(bn[0]),
+                    NidMatch::Nid(an[0]),
+                    FaultTrigger::All,
+                )
+                .messages(&[FaultMsgType::Ack]),
             )
-        });
+            .unwrap();
         let start = Instant::now();
         let long = a.put(put(bn[0], true, 100)).await.unwrap();
         let short = a.put(put(bn[0], true, 10)).await.unwrap();
@@ -115,6 +118,9 @@ async fn lnt_100_each_transaction_ends_at_its_own_callers_timeout() {
                 "the {secs} s transaction ended after {at:?}"
             );
         }
+        // The rule saw the three ACKs and dropped each.
+        let stats = &a.fault_rules()[0];
+        assert_eq!((stats.id, stats.matched, stats.fired), (rule, 3, 3));
     })
     .await
     .unwrap();

@@ -10,13 +10,16 @@
 )]
 
 mod fabric_support;
-use fabric_support::{md, nid, node, put, Fab, BITS, BOUND, PORTAL};
+use fabric_support::{
+    delay_sends, drop_sends, fail_sends, md, nid, node, put, Fab, BITS, BOUND, PORTAL,
+};
 
 use std::time::Duration;
 
 use actors::events::{Event, NiKind};
 use actors::{FailReason, MsgEventKind, Node, NodeConfig, Outcome};
-use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
+use lnd::fabric::{Fabric, FabricConfig};
+use lnet::fault::{FaultHealthError, FaultMsgType, FaultRule, FaultTrigger, NidMatch};
 use lnet::health::check::{NiState, NoResend};
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
@@ -64,11 +67,9 @@ async fn lnt_020_lnt_035_ten_failures_take_an_ni_to_0_then_recovery_brings_it_ba
         let _rx = b.attach(md()).await.unwrap();
         a.add_peer(bn[0], bn.clone(), false).await.unwrap();
         let mut events = a.events().subscribe();
-        let rule = fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(an[0]),
-            NidMatch::Any,
-            FaultAction::Fail(HealthStatus::LocalTimeout),
-        ));
+        let rule = a
+            .add_fault_rule(fail_sends(HealthStatus::LocalTimeout).at(an[0]))
+            .unwrap();
         for _ in 0..10 {
             let got = a.put(put(bn[0], false, 30)).await.unwrap().finish().await;
             assert_eq!(got.len(), 1);
@@ -129,7 +130,7 @@ async fn lnt_020_lnt_035_ten_failures_take_an_ni_to_0_then_recovery_brings_it_ba
         );
 
         // The fault clears: successful recovery pings raise the health back to 1000.
-        fabric.remove_rule(rule);
+        assert!(a.remove_fault_rule(rule));
         next_event(
             &mut events,
             |e| matches!(e, Event::Health { after, .. } if after.is_max()),
@@ -171,11 +172,8 @@ async fn lnt_040_snd_055_each_resendable_class_is_resent_and_ends_with_the_ack()
             let (a, _an, b, bn) = two_by_two(&fabric).await;
             let mut delivered = b.attach(md()).await.unwrap();
             let mut events = a.events().subscribe();
-            fabric.add_rule(
-                FaultRule::new(NidMatch::Any, NidMatch::Any, FaultAction::Fail(status))
-                    .msg_type(MsgType::Put)
-                    .times(1),
-            );
+            a.add_fault_rule(fail_sends(status).messages(&[FaultMsgType::Put]).limit(1))
+                .unwrap();
             let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
             let kinds: Vec<_> = got.iter().map(|e| (e.kind, e.status)).collect();
             assert_eq!(
@@ -226,11 +224,8 @@ async fn lnt_055_no_resend_classes_end_with_a_failure_naming_the_class() {
             let fabric = Fabric::new();
             let (a, _an, b, bn) = two_by_two(&fabric).await;
             let mut delivered = b.attach(md()).await.unwrap();
-            fabric.add_rule(
-                FaultRule::new(NidMatch::Any, NidMatch::Any, FaultAction::Fail(status))
-                    .msg_type(MsgType::Put)
-                    .times(1),
-            );
+            a.add_fault_rule(fail_sends(status).messages(&[FaultMsgType::Put]).limit(1))
+                .unwrap();
             let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
             assert_eq!(got.len(), 1, "{status}");
             assert_eq!(got[0].kind, MsgEventKind::Send);
@@ -256,11 +251,8 @@ async fn lnt_060_lnt_075_resends_stop_after_retry_count() {
     timeout(BOUND, async {
         let fabric = Fabric::new();
         let (a, _an, _b, bn) = two_by_two(&fabric).await;
-        fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Any,
-            FaultAction::Fail(HealthStatus::LocalDropped),
-        ));
+        a.add_fault_rule(fail_sends(HealthStatus::LocalDropped))
+            .unwrap();
         let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
         assert_eq!(
             got[0].status,
@@ -287,26 +279,25 @@ async fn lnt_045_a_non_mr_peer_is_resent_to_from_the_same_local_ni() {
         let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
         let mut delivered = b.attach(md()).await.unwrap();
         a.add_peer(bn[0], bn.clone(), false).await.unwrap();
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Any,
-                FaultAction::Fail(HealthStatus::LocalTimeout),
-            )
-            .times(1),
-        );
+        let mut events = a.events().subscribe();
+        a.add_fault_rule(fail_sends(HealthStatus::LocalTimeout).limit(1))
+            .unwrap();
         let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()));
         let m = delivered.recv().await.unwrap();
-        let failed: Vec<Nid> = an
-            .iter()
-            .copied()
-            .filter(|n| fabric.stats(*n).failed == 1)
-            .collect();
-        assert_eq!(failed.len(), 1);
+        let Event::Resend {
+            from_ni: failed, ..
+        } = next_event(&mut events, |e| matches!(e, Event::Resend { .. })).await
+        else {
+            unreachable!()
+        };
+        assert!(an.contains(&failed));
+        assert_eq!(a.fault_rules()[0].fired, 1);
         // The resend left from the NI that failed.
-        assert_eq!(m.header.src_nid, failed[0]);
-        assert_eq!(fabric.stats(failed[0]).delivered, 1);
+        assert_eq!(m.header.src_nid, failed);
+        assert_eq!(fabric.stats(failed).delivered, 1);
+        let other = an.iter().copied().find(|n| *n != failed).unwrap();
+        assert_eq!(fabric.stats(other).delivered, 0);
     })
     .await
     .expect("bounded");
@@ -322,9 +313,9 @@ async fn lnt_070_lnt_095_nothing_outlives_its_transaction_timeout() {
         let mut events = a.events().subscribe();
 
         // The PUT is lost on the way: SEND is OK, the ACK never comes.
-        let rule = fabric.add_rule(
-            FaultRule::new(NidMatch::Any, NidMatch::Any, FaultAction::Drop).msg_type(MsgType::Put),
-        );
+        let rule = a
+            .add_fault_rule(drop_sends().messages(&[FaultMsgType::Put]))
+            .unwrap();
         let start = Instant::now();
         let got = a.put(put(bn[0], true, 20)).await.unwrap().finish().await;
         assert_eq!(got[0].kind, MsgEventKind::Send);
@@ -354,14 +345,11 @@ async fn lnt_070_lnt_095_nothing_outlives_its_transaction_timeout() {
             a.counters().await.unwrap().get("response_timeout_count"),
             Some(&1)
         );
-        fabric.remove_rule(rule);
+        assert!(a.remove_fault_rule(rule));
 
-        // The LND holds the PUT longer than the transaction timeout.
-        fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Any,
-            FaultAction::Delay(Duration::from_secs(600)),
-        ));
+        // The PUT is held longer than the transaction timeout.
+        a.add_fault_rule(delay_sends(Duration::from_secs(600)))
+            .unwrap();
         let start = Instant::now();
         let got = a.put(put(bn[0], true, 10)).await.unwrap().finish().await;
         assert_eq!(got.len(), 1);
@@ -386,15 +374,7 @@ async fn a_resent_put_is_delivered_once() {
         let (a, _an, b, bn) = two_by_two(&fabric).await;
         let mut delivered = b.attach(md()).await.unwrap();
         // The PUT arrives but its sender is told it did not: LNet resends it.
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Any,
-                FaultAction::DeliverThenFail(HealthStatus::LocalDropped),
-            )
-            .msg_type(MsgType::Put)
-            .times(1),
-        );
+        fabric.lose_completions(MsgType::Put, HealthStatus::LocalDropped, 1);
         let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         assert!(delivered.recv().await.is_some());
@@ -515,11 +495,14 @@ async fn lnt_035_a_failing_peer_ni_is_recovered_by_the_peer_ni_queue() {
             a.ping(*n, Duration::from_secs(5)).await.unwrap();
         }
         let mut events = a.events().subscribe();
-        let rule = fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Nid(bn[0]),
-            FaultAction::Fail(HealthStatus::RemoteDropped),
-        ));
+        let rule = a
+            .add_fault_rule(FaultRule::health_error(
+                NidMatch::Any,
+                NidMatch::Nid(bn[0]),
+                FaultTrigger::All,
+                FaultHealthError::RemoteDropped,
+            ))
+            .unwrap();
         a.set_peer_ni_health(bn[0], HealthValue::clamped(500))
             .await
             .unwrap();
@@ -536,7 +519,7 @@ async fn lnt_035_a_failing_peer_ni_is_recovered_by_the_peer_ni_queue() {
             matches!(e, Event::RecoveryPing { queue: RecoveryKind::PeerNi, .. })
         })
         .await;
-        fabric.remove_rule(rule);
+        assert!(a.remove_fault_rule(rule));
         next_event(&mut events, |e| {
             matches!(e, Event::RecoveryLeft { queue: RecoveryKind::PeerNi, nid, .. } if *nid == bn[0])
         })
@@ -607,14 +590,8 @@ async fn peer_ni_credits_queue_what_they_cannot_carry() {
             .unwrap();
         let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
         let mut delivered = b.attach(md()).await.unwrap();
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Any,
-                FaultAction::Delay(Duration::from_secs(5)),
-            )
-            .msg_type(MsgType::Put),
-        );
+        a.add_fault_rule(delay_sends(Duration::from_secs(5)).messages(&[FaultMsgType::Put]))
+            .unwrap();
         let mut txns = Vec::new();
         for _ in 0..5 {
             txns.push(a.put(put(bn[0], true, 60)).await.unwrap());
@@ -646,14 +623,8 @@ async fn lnt_090_retry_count_0_set_at_run_time_stops_resends() {
         let mut t = lnet::tunables::Tunables::default();
         t.set_retry_count(0).unwrap();
         a.set_tunables(t).await.unwrap();
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Any,
-                FaultAction::Fail(HealthStatus::LocalDropped),
-            )
-            .times(1),
-        );
+        a.add_fault_rule(fail_sends(HealthStatus::LocalDropped).limit(1))
+            .unwrap();
         let got = a.put(put(bn[0], true, 60)).await.unwrap().finish().await;
         assert_eq!(
             got[0].status,

@@ -18,7 +18,8 @@ use std::time::Duration;
 use actors::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
 use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
 use bytes::Bytes;
-use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
+use lnd::fabric::{Fabric, FabricConfig};
+use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};
 use lnet::route::{RouteDown, RouteSpec, RouterCheck};
 use lnet::time::Millis;
 use lnet::tunables::{TunableName, Tunables};
@@ -83,8 +84,15 @@ async fn start(fabric: &Fabric, config: NodeConfig, nids: &[&str]) -> Node {
     node
 }
 
+/// A rule making local NI `ni` silent: what it sends and what it receives vanishes, its
+/// link stays up.
+fn silent(ni: Nid) -> FaultRule {
+    FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All)
+        .at(ni)
+        .on(FaultPath::Both)
+}
+
 struct Topology {
-    fabric: Fabric,
     a: Node,
     r1: Node,
     r2: Node,
@@ -106,13 +114,7 @@ async fn topology(two: bool, buffers: Option<[u32; 3]>) -> Topology {
     }
     // Let the router checkers ping and push once.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    Topology {
-        fabric,
-        a,
-        r1,
-        r2,
-        b,
-    }
+    Topology { a, r1, r2, b }
 }
 
 fn put_of(dest: &str, len: usize, fill: u8) -> PutRequest {
@@ -302,18 +304,7 @@ async fn a_silent_far_net_is_found_by_probes_within_3_s_and_back_within_3_s() {
         let mut r1_events = t.r1.events().subscribe();
         // Everything to and from R1's tcp1 NI vanishes; the link stays up.
         let r1b = nid(R1B);
-        let rules = [
-            t.fabric.add_rule(FaultRule::new(
-                NidMatch::Nid(r1b),
-                NidMatch::Any,
-                FaultAction::Drop,
-            )),
-            t.fabric.add_rule(FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Nid(r1b),
-                FaultAction::Drop,
-            )),
-        ];
+        let rule = t.r1.add_fault_rule(silent(r1b)).unwrap();
         let at = tokio::time::Instant::now();
         route_event(&mut events, R1A, false).await;
         let down_after = at.elapsed();
@@ -334,9 +325,7 @@ async fn a_silent_far_net_is_found_by_probes_within_3_s_and_back_within_3_s() {
             let got = t.a.put(put_of(B, 10, i)).await.unwrap().finish().await;
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         }
-        for r in rules {
-            t.fabric.remove_rule(r);
-        }
+        assert!(t.r1.remove_fault_rule(rule));
         let at = tokio::time::Instant::now();
         route_event(&mut events, R1A, true).await;
         let up_after = at.elapsed();
@@ -404,11 +393,12 @@ async fn router_buffers_hold_back_a_fast_sender_and_drop_nothing() {
             t.b.attach(actors::MdSpec { depth: 256, ..md() })
                 .await
                 .unwrap();
-        t.fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(nid(R1B)),
-            NidMatch::Nid(nid(B)),
-            FaultAction::Delay(Duration::from_millis(50)),
-        ));
+        t.r1.add_fault_rule(
+            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 50)
+                .at(nid(R1B))
+                .on(FaultPath::Send),
+        )
+        .unwrap();
         let mut txns = Vec::new();
         for i in 0..40u8 {
             txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
@@ -536,16 +526,7 @@ async fn udsp_dst_rte_rule_sends_a_nets_traffic_through_the_preferred_gateway() 
             "{yaml}"
         );
         // A dead preferred gateway is never chosen: R2's NI on A's net goes silent for A.
-        t.fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(nid(R2A)),
-            NidMatch::Any,
-            FaultAction::Drop,
-        ));
-        t.fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Nid(nid(R2A)),
-            FaultAction::Drop,
-        ));
+        t.r2.add_fault_rule(silent(nid(R2A))).unwrap();
         // Until the router checker finds R2 gone, PUTs may be lost; afterwards all go
         // through R1.
         tokio::time::sleep(Duration::from_secs(200)).await;

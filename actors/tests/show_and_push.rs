@@ -9,13 +9,13 @@
 )]
 
 mod fabric_support;
-use fabric_support::{nid, node, put, Fab, BITS, BOUND, PORTAL};
+use fabric_support::{fail_sends, nid, node, put, Fab, BITS, BOUND, PORTAL};
 
 use std::time::Duration;
 
 use actors::{MdSpec, Node};
 use bytes::Bytes;
-use lnd::fabric::{Fabric, FabricConfig, FaultAction, FaultRule, NidMatch};
+use lnd::fabric::{Fabric, FabricConfig};
 use lnet::config::NiStatus;
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
@@ -47,14 +47,12 @@ async fn show_documents_carry_the_live_counters_and_health() {
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         }
         // A forced failure: the one NI cannot resend to itself, the PUT fails.
-        let rule = fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(an[0]),
-            NidMatch::Any,
-            FaultAction::Fail(HealthStatus::LocalTimeout),
-        ));
+        let rule = a
+            .add_fault_rule(fail_sends(HealthStatus::LocalTimeout).at(an[0]))
+            .unwrap();
         let got = a.put(put(bn[0], true, 30)).await.unwrap().finish().await;
         assert!(!got.last().unwrap().status.is_ok(), "{got:?}");
-        fabric.remove_rule(rule);
+        assert!(a.remove_fault_rule(rule));
 
         // A's nets: lo first, as lnetctl shows it, then tcp.
         let text = a.net_show().await.unwrap().to_yaml(V3);
@@ -178,11 +176,8 @@ async fn a_local_ni_change_is_pushed_to_discovered_peers() {
         let seqno = a.ping_info().await.unwrap().seqno;
 
         // A's second NI goes DOWN (and stays so: its sends fail, recovery cannot help).
-        let _rule = fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(an[1]),
-            NidMatch::Any,
-            FaultAction::Fail(HealthStatus::LocalError),
-        ));
+        a.add_fault_rule(fail_sends(HealthStatus::LocalError).at(an[1]))
+            .unwrap();
         a.set_local_ni_health(an[1], HealthValue::ZERO)
             .await
             .unwrap();
@@ -229,11 +224,8 @@ async fn a_removed_ni_leaves_selection_ping_info_recovery_and_its_lnd() {
         wait_view(&b, an[0], |v| v == [(an[0], true), (an[1], true)]).await;
 
         // A's second NI fails and goes on the local recovery queue.
-        let _rule = fabric.add_rule(FaultRule::new(
-            NidMatch::Nid(an[1]),
-            NidMatch::Any,
-            FaultAction::Fail(HealthStatus::LocalError),
-        ));
+        a.add_fault_rule(fail_sends(HealthStatus::LocalError).at(an[1]))
+            .unwrap();
         a.set_local_ni_health(an[1], HealthValue::ZERO)
             .await
             .unwrap();

@@ -239,8 +239,8 @@ async fn setup(
         Config::Direct => {
             let (an, bn) = (nid("127.0.52.1@tcp")?, nid("127.0.52.2@tcp")?);
             let p = port;
-            let a = start_node(a_host, vec![NiSpec::new(an, p)], false, false, params).await?;
-            let b = start_node(b_host, vec![NiSpec::new(bn, p)], false, false, params).await?;
+            let a = start_node(a_host, vec![NiSpec::new(an, p)], false, params).await?;
+            let b = start_node(b_host, vec![NiSpec::new(bn, p)], false, params).await?;
             (a, bn, b)
         }
         Config::Relay => {
@@ -263,8 +263,8 @@ async fn setup(
                 )
                 .await?,
             );
-            let a = start_node(a_host, vec![spec(an)], false, false, params).await?;
-            let b = start_node(b_host, vec![spec(bn)], false, false, params).await?;
+            let a = start_node(a_host, vec![spec(an)], false, params).await?;
+            let b = start_node(b_host, vec![spec(bn)], false, params).await?;
             (a, bn, b)
         }
         Config::Router => {
@@ -275,12 +275,11 @@ async fn setup(
                 mid,
                 vec![NiSpec::new(rn, p), NiSpec::new(rf, p)],
                 true,
-                false,
                 params,
             )
             .await?;
-            let a = start_node(a_host, vec![NiSpec::new(an, p)], false, false, params).await?;
-            let b = start_node(b_host, vec![NiSpec::new(bn, p)], false, false, params).await?;
+            let a = start_node(a_host, vec![NiSpec::new(an, p)], false, params).await?;
+            let b = start_node(b_host, vec![NiSpec::new(bn, p)], false, params).await?;
             add_route(&a, "tcp1", rn, 0).await?;
             add_route(&b, "tcp", rf, 0).await?;
             *router = Some(r);

@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use actors::fault::{FaultRule, NidMatch, Trigger};
 use actors::{MsgEventKind, Node, PutRequest};
 use bytes::Bytes;
+use lnet::fault::{FaultRule, FaultTrigger, NidMatch};
 use lnet::Nid;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -384,12 +384,12 @@ async fn scenario(
             }
         }
         Scenario::Link | Scenario::Silent => {
-            R1::Node(start_node(r_host, router_nis(r1n, r1f), true, true, params).await?)
+            R1::Node(start_node(r_host, router_nis(r1n, r1f), true, params).await?)
         }
     };
-    let _r2 = start_node(r_host, router_nis(r2n, r2f), true, true, params).await?;
-    let a = start_node(a_host, vec![NiSpec::new(a_nid, port)], false, false, params).await?;
-    let b = start_node(b_host, vec![NiSpec::new(b_nid, port)], false, false, params).await?;
+    let _r2 = start_node(r_host, router_nis(r2n, r2f), true, params).await?;
+    let a = start_node(a_host, vec![NiSpec::new(a_nid, port)], false, params).await?;
+    let b = start_node(b_host, vec![NiSpec::new(b_nid, port)], false, params).await?;
     add_route(&a, "tcp1", r1n, 0).await?;
     add_route(&a, "tcp1", r2n, 1).await?;
     add_route(&b, "tcp", r1f, 0).await?;
@@ -438,9 +438,9 @@ async fn scenario(
                 .await
                 .map_err(|e| node_err(format!("link down {r1f}"), e))?,
             _ => {
-                let rule = FaultRule::drop(NidMatch::Any, NidMatch::Any, Trigger::Always);
+                let rule = FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All).at(r1f);
                 fault = Some(
-                    r.add_fault_rule(r1f, rule)
+                    r.add_fault_rule(rule)
                         .map_err(|e| node_err(format!("fault rule on {r1f}"), e))?,
                 );
             }
@@ -463,8 +463,7 @@ async fn scenario(
                 .await
                 .map_err(|e| node_err(format!("link up {r1f}"), e))?,
             (_, Some(rule)) => {
-                r.remove_fault_rule(r1f, rule)
-                    .map_err(|e| node_err(format!("fault rule on {r1f}"), e))?;
+                r.remove_fault_rule(rule);
             }
             _ => {}
         },

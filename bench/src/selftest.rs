@@ -237,7 +237,6 @@ pub async fn run(args: SelftestArgs) -> Result<SelftestReport, BenchError> {
             &rtr_host,
             vec![NiSpec::new(rtr_near, port), NiSpec::new(rtr_far, port)],
             true,
-            false,
             params,
         )
         .await?;
@@ -251,7 +250,7 @@ pub async fn run(args: SelftestArgs) -> Result<SelftestReport, BenchError> {
     let mut sinks = Vec::new();
     for i in 0..args.to {
         let me = nid_at(addr(target_c, 101 + i), target_net)?;
-        let node = start_node(&dst_host, vec![NiSpec::new(me, port)], false, false, params).await?;
+        let node = start_node(&dst_host, vec![NiSpec::new(me, port)], false, params).await?;
         if args.router {
             add_route(&node, "tcp", rtr_far, 0).await?;
         }
@@ -263,7 +262,7 @@ pub async fn run(args: SelftestArgs) -> Result<SelftestReport, BenchError> {
     for i in 0..args.from {
         let me = nid_at(addr(50, 1 + i), "tcp")?;
         src_nids.push(me.to_string());
-        let node = start_node(&src_host, vec![NiSpec::new(me, port)], false, false, params).await?;
+        let node = start_node(&src_host, vec![NiSpec::new(me, port)], false, params).await?;
         if args.router {
             add_route(&node, "tcp1", rtr_near, 0).await?;
         }

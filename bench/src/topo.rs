@@ -146,16 +146,14 @@ fn incarnation() -> u64 {
     (u64::from(std::process::id()) << 32) | INCARNATION.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Starts a node on `host` with one socklnd NI per `nis`; with `routing` it forwards;
-/// with `faults` its NIs take fault rules.
+/// Starts a node on `host` with one socklnd NI per `nis`; with `routing` it forwards.
 pub async fn start_node(
     host: &Host,
     nis: Vec<NiSpec>,
     routing: bool,
-    faults: bool,
     params: NodeParams,
 ) -> Result<Node, BenchError> {
-    host.run(move || async move { start_here(nis, routing, faults, params).await })
+    host.run(move || async move { start_here(nis, routing, params).await })
         .await?
 }
 
@@ -166,7 +164,6 @@ fn millis(d: Duration) -> Millis {
 async fn start_here(
     nis: Vec<NiSpec>,
     routing: bool,
-    faults: bool,
     params: NodeParams,
 ) -> Result<Node, BenchError> {
     let mut tunables = Tunables::default();
@@ -192,13 +189,9 @@ async fn start_here(
         c.credits = params.ni_credits;
         c.peer_credits = params.peer_credits;
         c.conns_per_peer = params.conns_per_peer;
-        let added = if faults {
-            node.add_ni_with_faults::<SockLnd<NodeHandler>>(c, params.ni_credits)
-                .await
-        } else {
-            node.add_ni::<SockLnd<NodeHandler>>(c, params.ni_credits)
-                .await
-        };
+        let added = node
+            .add_ni::<SockLnd<NodeHandler>>(c, params.ni_credits)
+            .await;
         added.map_err(|e| BenchError::Node {
             what: format!("NI {}", ni.nid),
             source: e,

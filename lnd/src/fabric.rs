@@ -13,14 +13,14 @@
 //!   [`LndHandler::on_header`], and only when that returns [`RxDecision::Receive`] copies
 //!   the payload into the caller's buffer and calls [`LndHandler::on_message`].
 //! * Every accepted send is completed exactly once. OK means the message was put into the
-//!   peer's receive queue (or silently dropped by a [`FaultAction::Drop`] rule, as a
-//!   receive-path drop rule does in LNet: the sender sees success).
-//! * Faults (health reference 2.11): [`FaultRule`]s match on the hop (sending NI, peer NI),
-//!   the message type and the portal, and drop, delay, fail with a chosen
-//!   [`HealthStatus`], or deliver and then report a failure (a lost completion). A link
-//!   between two NIDs can be taken down and up; while it is down every send across it
-//!   fails with the status the test chose. A send to a NID that no NI on the fabric owns
-//!   fails with [`HealthStatus::RemoteDropped`], like a refused connection.
+//!   peer's receive queue.
+//! * Link controls: a link between two NIDs can be taken down and up (while it is down
+//!   every send across it fails with the status the test chose), an NI's port likewise,
+//!   a link can be given a latency, and the next sends of a message type can lose their
+//!   completion (delivered, then reported failed). A send to a NID that no NI on the
+//!   fabric owns fails with [`HealthStatus::RemoteDropped`], like a refused connection.
+//!   Fault injection rules (`lnetctl fault`) are not the fabric's: the LNet layer applies
+//!   them above every LND ([`lnet::fault`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use lnet::health::HealthStatus;
-use lnet::{Message, MsgType, Net, Nid, ProcessId};
+use lnet::{MsgType, Net, Nid, ProcessId};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -37,116 +37,13 @@ use crate::lnd::{
     Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TxCompletion, TxRequest,
 };
 
-/// Which NIDs a fault rule matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NidMatch {
-    /// Any NID (`LNET_NID_ANY`).
-    Any,
-    /// Any NID on this net (`255.255.255.255@net`).
-    Net(Net),
-    /// Exactly this NID.
-    Nid(Nid),
+/// Sends whose completion a link loses ([`Fabric::lose_completions`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LostCompletions {
+    msg_type: MsgType,
+    status: HealthStatus,
+    left: u32,
 }
-
-impl NidMatch {
-    /// Whether `nid` matches.
-    pub fn matches(&self, nid: &Nid) -> bool {
-        match self {
-            NidMatch::Any => true,
-            NidMatch::Net(net) => nid.net == *net,
-            NidMatch::Nid(n) => n == nid,
-        }
-    }
-}
-
-/// What a matching rule does to a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum FaultAction {
-    /// Drop it silently; the sender's completion is OK (a receive-path drop rule).
-    Drop,
-    /// Deliver it after this long (the completion follows the delivery).
-    Delay(Duration),
-    /// Do not deliver it; complete the send with this status (a drop rule with `-e`).
-    Fail(HealthStatus),
-    /// Deliver it, then complete the send with this status: the receiver has the message
-    /// but the sender believes it failed (a lost completion).
-    DeliverThenFail(HealthStatus),
-}
-
-/// One fault injection rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FaultRule {
-    /// The sending NI.
-    pub src: NidMatch,
-    /// The peer NI the message is sent to on this hop.
-    pub dst: NidMatch,
-    /// Only messages of this type, if set.
-    pub msg_type: Option<MsgType>,
-    /// Only PUTs and GETs to this portal, if set.
-    pub portal: Option<u32>,
-    /// What happens.
-    pub action: FaultAction,
-    /// How many messages the rule acts on before it retires; `None`: every one.
-    pub count: Option<u32>,
-}
-
-impl FaultRule {
-    /// A rule acting on every message from `src` to `dst`.
-    pub fn new(src: NidMatch, dst: NidMatch, action: FaultAction) -> FaultRule {
-        FaultRule {
-            src,
-            dst,
-            msg_type: None,
-            portal: None,
-            action,
-            count: None,
-        }
-    }
-
-    /// The same rule, only for messages of this type.
-    #[must_use]
-    pub fn msg_type(mut self, msg_type: MsgType) -> FaultRule {
-        self.msg_type = Some(msg_type);
-        self
-    }
-
-    /// The same rule, only for PUTs and GETs to this portal.
-    #[must_use]
-    pub fn portal(mut self, portal: u32) -> FaultRule {
-        self.portal = Some(portal);
-        self
-    }
-
-    /// The same rule, retiring after `count` messages.
-    #[must_use]
-    pub fn times(mut self, count: u32) -> FaultRule {
-        self.count = Some(count);
-        self
-    }
-
-    fn matches(&self, ni: &Nid, tx: &TxRequest) -> bool {
-        if !self.src.matches(ni) || !self.dst.matches(&tx.peer) {
-            return false;
-        }
-        if self.msg_type.is_some_and(|t| t != tx.header.msg_type()) {
-            return false;
-        }
-        if let Some(portal) = self.portal {
-            let ptl = match tx.header.msg {
-                Message::Put { ptl_index, .. } | Message::Get { ptl_index, .. } => ptl_index,
-                _ => return false,
-            };
-            if ptl != portal {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// The name of a rule on a fabric, for [`Fabric::remove_rule`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct FaultRuleId(u64);
 
 /// Why [`FabricLnd::start`] failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -171,8 +68,6 @@ pub enum FabricError {
 pub struct FabricStats {
     /// Messages put into a peer's receive queue.
     pub delivered: u64,
-    /// Messages dropped by a [`FaultAction::Drop`] rule.
-    pub dropped: u64,
     /// Sends completed with a failure status.
     pub failed: u64,
 }
@@ -183,17 +78,11 @@ struct Frame {
     payload: Bytes,
 }
 
-struct Rule {
-    id: FaultRuleId,
-    rule: FaultRule,
-    left: Option<u32>,
-}
-
 #[derive(Default)]
 struct Inner {
     nis: HashMap<Nid, mpsc::Sender<Frame>>,
-    rules: Vec<Rule>,
-    next_rule: u64,
+    lost: Vec<LostCompletions>,
+    latency: HashMap<(Nid, Nid), Duration>,
     down_links: HashMap<(Nid, Nid), HealthStatus>,
     stats: HashMap<Nid, FabricStats>,
     down_nis: HashSet<Nid>,
@@ -228,7 +117,6 @@ enum Verdict {
         delay: Option<Duration>,
         then: HealthStatus,
     },
-    Drop,
     Fail(HealthStatus, String),
 }
 
@@ -242,27 +130,25 @@ impl Fabric {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Adds a fault rule; it applies to sends from now on.
-    pub fn add_rule(&self, rule: FaultRule) -> FaultRuleId {
-        let mut inner = self.lock();
-        let id = FaultRuleId(inner.next_rule);
-        inner.next_rule = inner.next_rule.saturating_add(1);
-        let left = rule.count;
-        inner.rules.push(Rule { id, rule, left });
-        id
+    /// Makes the next `count` sends of `msg_type` (over any link) deliver their message
+    /// and then complete with `status`: the receiver has it, the sender believes it
+    /// failed (a lost completion).
+    pub fn lose_completions(&self, msg_type: MsgType, status: HealthStatus, count: u32) {
+        self.lock().lost.push(LostCompletions {
+            msg_type,
+            status,
+            left: count,
+        });
     }
 
-    /// Removes a rule; returns whether it was there.
-    pub fn remove_rule(&self, id: FaultRuleId) -> bool {
+    /// Gives the link between two NIDs (both directions) a latency: a send across it is
+    /// delivered, and completes, that much later. `None` takes it away.
+    pub fn set_link_latency(&self, a: Nid, b: Nid, latency: Option<Duration>) {
         let mut inner = self.lock();
-        let before = inner.rules.len();
-        inner.rules.retain(|r| r.id != id);
-        inner.rules.len() != before
-    }
-
-    /// Removes every rule.
-    pub fn clear_rules(&self) {
-        self.lock().rules.clear();
+        match latency {
+            Some(d) => inner.latency.insert(link_key(a, b), d),
+            None => inner.latency.remove(&link_key(a, b)),
+        };
     }
 
     /// Takes the link between two NIDs down (both directions): sends across it fail with
@@ -324,36 +210,19 @@ impl Fabric {
                 format!("no NI {} on the fabric", tx.peer),
             );
         }
-        let mut action = None;
-        for rule in inner.rules.iter_mut() {
-            if rule.left == Some(0) || !rule.rule.matches(&ni, tx) {
-                continue;
-            }
-            if let Some(left) = rule.left.as_mut() {
-                *left = left.saturating_sub(1);
-            }
-            action = Some(rule.rule.action);
-            break;
+        let delay = inner.latency.get(&link_key(ni, tx.peer)).copied();
+        let msg_type = tx.header.msg_type();
+        let mut then = HealthStatus::Ok;
+        if let Some(lost) = inner
+            .lost
+            .iter_mut()
+            .find(|l| l.left > 0 && l.msg_type == msg_type)
+        {
+            lost.left -= 1;
+            then = lost.status;
         }
-        inner.rules.retain(|r| r.left != Some(0));
-        match action {
-            None => Verdict::Deliver {
-                delay: None,
-                then: HealthStatus::Ok,
-            },
-            Some(FaultAction::Drop) => Verdict::Drop,
-            Some(FaultAction::Delay(d)) => Verdict::Deliver {
-                delay: Some(d),
-                then: HealthStatus::Ok,
-            },
-            Some(FaultAction::Fail(status)) => {
-                Verdict::Fail(status, format!("fault rule: fail with {status}"))
-            }
-            Some(FaultAction::DeliverThenFail(status)) => Verdict::Deliver {
-                delay: None,
-                then: status,
-            },
-        }
+        inner.lost.retain(|l| l.left > 0);
+        Verdict::Deliver { delay, then }
     }
 
     fn inbox(&self, nid: &Nid) -> Option<mpsc::Sender<Frame>> {
@@ -453,7 +322,7 @@ impl<H: LndHandler> TxSide<H> {
         }
         self.fabric
             .count(self.nid, |s| s.delivered = s.delivered.saturating_add(1));
-        let reason = (!then.is_ok()).then(|| format!("fault rule: delivered, then {then}"));
+        let reason = (!then.is_ok()).then(|| format!("completion lost: delivered, then {then}"));
         self.complete(&tx, then, reason);
     }
 
@@ -464,11 +333,6 @@ impl<H: LndHandler> TxSide<H> {
         }
         match self.fabric.verdict(self.nid, &tx) {
             Verdict::Fail(status, reason) => self.complete(&tx, status, Some(reason)),
-            Verdict::Drop => {
-                self.fabric
-                    .count(self.nid, |s| s.dropped = s.dropped.saturating_add(1));
-                self.complete(&tx, HealthStatus::Ok, None);
-            }
             Verdict::Deliver { delay: None, then } => self.deliver(tx, then).await,
             Verdict::Deliver {
                 delay: Some(delay),
@@ -619,7 +483,7 @@ mod tests {
     use super::*;
     use bytes::BytesMut;
     use lnet::header::WireHandle;
-    use lnet::Header;
+    use lnet::{Header, Message};
     use tokio::sync::mpsc::{Receiver, Sender};
 
     fn nid(s: &str) -> Nid {
@@ -781,92 +645,48 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn fail_rules_complete_with_the_chosen_status_and_retire() {
+    async fn a_link_latency_holds_the_message_for_the_paused_clock() {
         let fabric = Fabric::new();
         let (a, mut sa, b, mut sb) = pair(&fabric).await;
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Nid(a.nid()),
-                NidMatch::Any,
-                FaultAction::Fail(HealthStatus::LocalTimeout),
-            )
-            .msg_type(MsgType::Put)
-            .times(2),
-        );
-        for id in 1..=3 {
-            a.send(tx(id, a.nid(), b.nid(), b"p")).await.unwrap();
-        }
-        let statuses: Vec<_> = [
-            sa.done.recv().await.unwrap(),
-            sa.done.recv().await.unwrap(),
-            sa.done.recv().await.unwrap(),
-        ]
-        .iter()
-        .map(|d| d.status)
-        .collect();
-        assert_eq!(
-            statuses,
-            [
-                HealthStatus::LocalTimeout,
-                HealthStatus::LocalTimeout,
-                HealthStatus::Ok
-            ]
-        );
-        assert_eq!(sb.messages.recv().await.unwrap().header.src_nid, a.nid());
-        assert!(sb.messages.try_recv().is_err());
-        assert_eq!(fabric.stats(a.nid()).failed, 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn drop_rules_complete_ok_and_deliver_nothing() {
-        let fabric = Fabric::new();
-        let (a, mut sa, b, mut sb) = pair(&fabric).await;
-        let id = fabric.add_rule(
-            FaultRule::new(NidMatch::Any, NidMatch::Net(b.nid().net), FaultAction::Drop).portal(4),
-        );
-        a.send(tx(1, a.nid(), b.nid(), b"p")).await.unwrap();
-        assert_eq!(sa.done.recv().await.unwrap().status, HealthStatus::Ok);
-        assert_eq!(fabric.stats(a.nid()).dropped, 1);
-        assert!(fabric.remove_rule(id));
-        assert!(!fabric.remove_rule(id));
-        a.send(tx(2, a.nid(), b.nid(), b"q")).await.unwrap();
-        assert_eq!(&sb.messages.recv().await.unwrap().payload[..], b"q");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn delay_rules_hold_the_message_for_the_paused_clock() {
-        let fabric = Fabric::new();
-        let (a, mut sa, b, mut sb) = pair(&fabric).await;
-        fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Any,
-            FaultAction::Delay(Duration::from_secs(5)),
-        ));
+        fabric.set_link_latency(b.nid(), a.nid(), Some(Duration::from_secs(5)));
         let start = tokio::time::Instant::now();
         a.send(tx(1, a.nid(), b.nid(), b"p")).await.unwrap();
         assert!(sb.messages.recv().await.is_some());
         assert!(start.elapsed() >= Duration::from_secs(5));
         assert_eq!(sa.done.recv().await.unwrap().status, HealthStatus::Ok);
+        fabric.set_link_latency(a.nid(), b.nid(), None);
+        let start = tokio::time::Instant::now();
+        a.send(tx(2, a.nid(), b.nid(), b"q")).await.unwrap();
+        assert!(sb.messages.recv().await.is_some());
+        assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn deliver_then_fail_delivers_once_and_reports_the_failure() {
+    async fn lost_completions_deliver_and_report_the_failure_then_retire() {
         let fabric = Fabric::new();
         let (a, mut sa, b, mut sb) = pair(&fabric).await;
-        fabric.add_rule(
-            FaultRule::new(
-                NidMatch::Any,
-                NidMatch::Any,
-                FaultAction::DeliverThenFail(HealthStatus::NetworkTimeout),
-            )
-            .times(1),
-        );
-        a.send(tx(1, a.nid(), b.nid(), b"p")).await.unwrap();
-        assert!(sb.messages.recv().await.is_some());
+        fabric.lose_completions(MsgType::Put, HealthStatus::NetworkTimeout, 2);
+        fabric.lose_completions(MsgType::Get, HealthStatus::LocalError, 1);
+        for id in 1..=3 {
+            a.send(tx(id, a.nid(), b.nid(), b"p")).await.unwrap();
+        }
+        let mut statuses = Vec::new();
+        for _ in 1..=3 {
+            assert!(sb.messages.recv().await.is_some());
+            let done = sa.done.recv().await.unwrap();
+            assert_eq!(done.reason.is_some(), !done.status.is_ok());
+            statuses.push(done.status);
+        }
         assert_eq!(
-            sa.done.recv().await.unwrap().status,
-            HealthStatus::NetworkTimeout
+            statuses,
+            [
+                HealthStatus::NetworkTimeout,
+                HealthStatus::NetworkTimeout,
+                HealthStatus::Ok
+            ]
         );
+        assert_eq!(fabric.stats(a.nid()).delivered, 3);
+        assert_eq!(fabric.stats(a.nid()).failed, 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -915,11 +735,7 @@ mod tests {
     async fn stop_aborts_delayed_sends() {
         let fabric = Fabric::new();
         let (a, mut sa, b, mut sb) = pair(&fabric).await;
-        fabric.add_rule(FaultRule::new(
-            NidMatch::Any,
-            NidMatch::Any,
-            FaultAction::Delay(Duration::from_secs(3)),
-        ));
+        fabric.set_link_latency(a.nid(), b.nid(), Some(Duration::from_secs(3)));
         a.send(tx(1, a.nid(), b.nid(), b"p")).await.unwrap();
         tokio::task::yield_now().await;
         a.stop().await;

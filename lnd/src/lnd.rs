@@ -14,8 +14,6 @@
 //!   again, it says so once through [`LndHandler::on_peer_down`] (a default no-op), so that
 //!   the layer above can mark the peer NI down (the kernel's `lnet_notify`).
 
-pub mod fault;
-
 use std::future::Future;
 use std::sync::Arc;
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use actors::Node;
+use lnet::fault::{FaultRule, RuleId};
 use lnet::tunables::Tunables;
 use lnet::{Net, Nid};
 use store::Store;
@@ -248,6 +249,20 @@ impl ConfigStore for StoreConfig {
 
     fn set_tunable(&self, name: lnet::tunables::TunableName, value: u32) -> Result<(), SinkError> {
         self.0.set_tunable(name, value).map_err(kept)
+    }
+
+    fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError> {
+        let id = u32::try_from(id.0).map_err(|_| SinkError {
+            reason: format!("fault rule id {} is over the store's ids", id.0),
+        })?;
+        self.0.put_fault_rule(id, rule).map_err(kept)
+    }
+
+    fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError> {
+        let id = u32::try_from(id.0).map_err(|_| SinkError {
+            reason: format!("fault rule id {} is over the store's ids", id.0),
+        })?;
+        self.0.delete_fault_rule(&ni, id).map_err(kept)
     }
 
     fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError> {

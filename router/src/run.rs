@@ -10,6 +10,7 @@ use std::time::Duration;
 use actors::{NiDriver, Node, NodeConfig, NodeError};
 use lnd::socklnd::{SockLnd, SockLndConfig};
 use lnd::Lnd;
+use lnet::fault::RuleId;
 use lnet::Nid;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -62,6 +63,18 @@ pub enum RunError {
     /// The API could not start.
     #[error("API: {0}")]
     Api(#[source] web::WebError),
+    /// The fault rules kept in the store could not be read.
+    #[error("cannot read the fault rules kept in the store")]
+    FaultRules(#[source] store::StoreError),
+    /// A fault rule kept in the store was refused by the node.
+    #[error("fault rule {id} kept in the store was refused")]
+    FaultRule {
+        /// Its id.
+        id: u32,
+        /// Why.
+        #[source]
+        source: NodeError,
+    },
 }
 
 /// The sender incarnation of this start, the same for every NI of this run: the time since
@@ -155,6 +168,25 @@ pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
     let running = start_plan(&plan).await?;
     let server = match api {
         Some(api) => {
+            // The fault rules added through the API before a restart, under their ids.
+            let mut installed = api.store.fault_rules().map_err(RunError::FaultRules);
+            if let Ok(rules) = &installed {
+                for r in rules {
+                    let id = RuleId(u64::from(r.id));
+                    if let Err(source) = running.node.insert_fault_rule(id, r.rule.clone()) {
+                        installed = Err(RunError::FaultRule { id: r.id, source });
+                        break;
+                    }
+                }
+            }
+            match installed.map(|rules| rules.len()) {
+                Ok(0) => {}
+                Ok(n) => println!("lnet-router: {n} fault rule(s) installed from the store"),
+                Err(e) => {
+                    running.stop().await;
+                    return Err(e);
+                }
+            }
             let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(&api.store)));
             let sink = Arc::new(crate::api::StoreLog(Arc::clone(&api.store)));
             match crate::api::start(
@@ -222,7 +254,7 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
             })
         })?;
         let at = lnd.local_addr().unwrap_or(ni.listen);
-        node.add_driver_with_faults(Arc::new(NiDriver::new(lnd)), credits)
+        node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
             .await
             .map_err(failed)?;
         let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);

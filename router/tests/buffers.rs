@@ -16,10 +16,10 @@ use support::{sigterm, wait_listening, Daemon, WAIT};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use actors::fault::{FaultRule, NidMatch, Trigger};
 use actors::{MdSpec, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};
 use lnet::route::RouteSpec;
 use lnet::Nid;
 use tokio::time::timeout;
@@ -42,9 +42,7 @@ async fn end_node(me: &str, gw: &str, net: &str) -> Node {
     let mut c = SockLndConfig::new(me, 0xB0FF_0000 | u64::from(me.addr_u32().unwrap() & 0xffff));
     c.listen = Some(SocketAddr::new(IpAddr::V4(ip(me)), PORT));
     c.peer_port = PORT;
-    node.add_ni_with_faults::<SockLnd<NodeHandler>>(c, 256)
-        .await
-        .unwrap();
+    node.add_ni::<SockLnd<NodeHandler>>(c, 256).await.unwrap();
     node.add_route(RouteSpec {
         net: net.parse().unwrap(),
         gateway: nid(gw),
@@ -137,13 +135,9 @@ lnet-router:
     let b = end_node("127.0.35.2@tcp1", "127.0.35.1@tcp1", "tcp").await;
     // B reads each message 20 ms late: its socket holds back the router.
     b.add_fault_rule(
-        nid("127.0.35.2@tcp1"),
-        FaultRule::delay(
-            NidMatch::Any,
-            NidMatch::Any,
-            Trigger::Always,
-            Duration::from_millis(20),
-        ),
+        FaultRule::delay(NidMatch::Any, NidMatch::Any, FaultTrigger::All, 20)
+            .at(nid("127.0.35.2@tcp1"))
+            .on(FaultPath::Both),
     )
     .unwrap();
     let mut delivered = b

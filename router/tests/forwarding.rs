@@ -20,10 +20,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use actors::events::Event;
-use actors::fault::{FaultRule, NidMatch, Trigger};
 use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::fault::{FaultRule, FaultTrigger, NidMatch};
 use lnet::route::{RouteSpec, RouterCheck};
 use lnet::time::Millis;
 use lnet::tunables::{TunableName, Tunables};
@@ -68,7 +68,7 @@ async fn node(nids: &[&str], port: u16, routing: bool) -> Node {
     node
 }
 
-/// Same as [`node`], with fault hooks on every NI.
+/// Same as [`node`], forwarding, with one NI per NID.
 async fn router_node(nids: &[&str], port: u16) -> Node {
     let mut tunables = Tunables::default();
     tunables.set(TunableName::Routing, 1).unwrap();
@@ -82,9 +82,7 @@ async fn router_node(nids: &[&str], port: u16) -> Node {
             SockLndConfig::new(me, 0x5EED_1000 | u64::from(me.addr_u32().unwrap() & 0xffff));
         c.listen = Some(SocketAddr::new(IpAddr::V4(ip(me)), port));
         c.peer_port = port;
-        node.add_ni_with_faults::<SockLnd<NodeHandler>>(c, 256)
-            .await
-            .unwrap();
+        node.add_ni::<SockLnd<NodeHandler>>(c, 256).await.unwrap();
     }
     node
 }
@@ -349,7 +347,7 @@ async fn a_silent_far_net_behind_a_router_is_routed_around_and_back() {
         // Every message R1's far NI receives is dropped: its link stays up, nothing
         // comes back.
         let rule = r1
-            .add_fault_rule(r1_far, FaultRule::drop(NidMatch::Any, NidMatch::Any, Trigger::Always))
+            .add_fault_rule(FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All).at(r1_far))
             .unwrap();
         let t0 = Instant::now();
         let down = loop {
@@ -373,7 +371,7 @@ async fn a_silent_far_net_behind_a_router_is_routed_around_and_back() {
             let got = a.put(put(dest, Bytes::from_static(b"y"), 10)).await.unwrap().finish().await;
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         }
-        assert!(r1.remove_fault_rule(r1_far, rule).unwrap());
+        assert!(r1.remove_fault_rule(rule));
         let t1 = Instant::now();
         loop {
             if let Event::Route { gateway, down: None, .. } = events.recv().await.unwrap() {

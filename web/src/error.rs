@@ -182,10 +182,6 @@ impl From<actors::NodeError> for ApiError {
         match e {
             N::NoSuchNi { nid } => ApiError::not_found("nid", format!("no local NI {nid}")),
             N::NoSuchPeerNi { nid } => ApiError::not_found("nid", format!("no peer NI {nid}")),
-            N::NoFaultHooks { nid } => ApiError::conflict(
-                "nid",
-                format!("local NI {nid} has no fault hooks (its LND does not take fault rules)"),
-            ),
             N::BadPeer { reason } => ApiError::unprocessable("nids", reason),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
             N::Busy { max } => ApiError::Conflict {
@@ -216,13 +212,17 @@ fn route_error(e: &RouteError) -> ApiError {
     ApiError::unprocessable(field, e.to_string())
 }
 
-fn fault_add_error(e: lnd::lnd::fault::FaultAddError) -> ApiError {
-    use lnd::lnd::fault::{FaultAddError, FaultRuleError};
+fn fault_add_error(e: lnet::fault::FaultAddError) -> ApiError {
+    use lnet::fault::{FaultAddError, FaultRuleError as R};
     match e {
         FaultAddError::Rule(r) => {
             let field = match r {
-                FaultRuleError::ZeroRate | FaultRuleError::Probability { .. } => "trigger",
-                _ => "action",
+                R::ZeroRate | R::ZeroInterval | R::Probability { .. } => "trigger",
+                R::Portal { .. } | R::PortalWithoutPutOrGet => "portals",
+                R::HealthErrorOnDelay | R::HealthErrorOnReceive => "health_error",
+                R::Latency { .. } => "kind",
+                R::ZeroLimit => "limit",
+                _ => "rule",
             };
             ApiError::unprocessable(field, r.to_string())
         }

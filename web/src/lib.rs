@@ -47,9 +47,7 @@ mod stream;
 pub mod tls;
 
 pub use api::events::{EventPage, EventsQuery, EVENTS_PAGE, EVENTS_PAGE_MAX};
-pub use api::fault::{
-    ActionSpec, FaultRuleDoc, FaultRuleList, FaultRuleSpec, HooksName, MsgTypeName, TriggerSpec,
-};
+pub use api::fault::{FaultRuleDoc, FaultRuleList, FaultRuleSpec};
 pub use api::global::GlobalUpdate;
 pub use api::health::{HealthReset, HealthResetResult};
 pub use api::peers::PeerAdd;

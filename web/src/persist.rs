@@ -3,6 +3,7 @@
 //! acknowledged only once it is kept; when keeping it fails, the node's change is undone
 //! and the request fails.
 
+use lnet::fault::{FaultRule, RuleId};
 use lnet::route::RouteSpec;
 use lnet::tunables::TunableName;
 use lnet::{Net, Nid};
@@ -19,4 +20,8 @@ pub trait ConfigStore: Send + Sync + 'static {
     fn set_tunable(&self, name: TunableName, value: u32) -> Result<(), SinkError>;
     /// A peer was added (or replaced).
     fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError>;
+    /// A fault rule was added under id `id` (the rule names its local NI).
+    fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError>;
+    /// Fault rule `id` of local NI `ni` was removed.
+    fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError>;
 }

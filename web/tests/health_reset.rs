@@ -23,6 +23,7 @@ use std::time::Duration;
 use actors::{Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::fault::{FaultPath, NidMatch};
 use lnet::tunables::Tunables;
 use lnet::Nid;
 use reqwest::{Method, StatusCode};
@@ -47,7 +48,7 @@ async fn sock_node(ips: &[[u8; 4]]) -> (Node, Vec<Nid>) {
     let mut nids = Vec::new();
     for ip in ips {
         nids.push(
-            node.add_ni_with_faults::<SockLnd<NodeHandler>>(config(*ip), 8)
+            node.add_ni::<SockLnd<NodeHandler>>(config(*ip), 8)
                 .await
                 .unwrap(),
         );
@@ -91,17 +92,20 @@ async fn fail_rule(api: &Api, ni: Nid, dest: &str, status: &str) -> u64 {
             &format!("/api/v1/nis/{ni}/fault-rules"),
             Some(ADMIN),
             Some(json!({
-                "dst": dest,
-                "trigger": {"kind": "always"},
-                "action": {"kind": "fail", "health_status": status},
+                "kind": "drop",
+                "source": "*",
+                "dest": dest,
+                "trigger": "all",
+                "health_error": status,
             })),
         )
         .await;
     assert_eq!(got.status, StatusCode::CREATED, "{got:?}");
     let rule: web::FaultRuleDoc = serde_json::from_str(&got.text).unwrap();
-    assert_eq!(rule.hooks, web::HooksName::Send);
-    assert_eq!(rule.src, "*");
-    assert_eq!(rule.dst, dest);
+    assert_eq!(rule.rule.path(), FaultPath::Send);
+    assert_eq!(rule.rule.local_nid, Some(ni));
+    assert_eq!(rule.rule.source, NidMatch::Any);
+    assert_eq!(rule.rule.dest, dest.parse().unwrap());
     rule.id
 }
 

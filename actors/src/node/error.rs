@@ -1,7 +1,7 @@
 //! Why a node refused a request ([`NodeError`]).
 
 use actix::MailboxError;
-use lnd::lnd::fault::FaultAddError;
+use lnet::fault::FaultAddError;
 use lnet::udsp::UdspError;
 use lnet::Nid;
 
@@ -54,16 +54,9 @@ pub enum NodeError {
     /// The node's actor is gone.
     #[error("the node is stopped")]
     Stopped,
-    /// No local NI with this NID has fault hooks (it does not exist, or its LND has none,
-    /// or it was not added with [`Node::add_ni_with_faults`](super::Node::add_ni_with_faults)).
-    #[error("no local NI {nid} with fault hooks")]
-    NoFaultHooks {
-        /// The NID.
-        nid: Nid,
-    },
-    /// The LND refused a fault rule.
-    #[error("fault rule refused: {0}")]
-    FaultRule(FaultAddError),
+    /// The node refused a fault rule.
+    #[error("fault rule refused")]
+    FaultRule(#[source] FaultAddError),
     /// A UDSP rule list was refused.
     #[error("UDSP rules refused: {0}")]
     Udsp(UdspError),

@@ -36,7 +36,7 @@ use super::{LnetActor, PING_SINK_LENGTH};
 use crate::clock::Clock;
 use crate::driver::{Driver, NiDriver};
 use crate::events::EventBus;
-use crate::fault::FaultHookTable;
+use crate::fault::FaultRules;
 use crate::ni::LocalNiView;
 use crate::router::{RouterActor, ShowBuffers};
 
@@ -47,13 +47,14 @@ pub struct Node {
     pub(super) events: EventBus,
     pub(super) handler: Arc<NodeHandler>,
     pub(super) clock: Clock,
-    pub(super) faults: FaultHookTable,
+    pub(super) faults: FaultRules,
 }
 
 impl Node {
     /// Starts a node's actors on the current arbiter (inside a running actix system).
     pub fn start(config: NodeConfig) -> Node {
         let clock = Clock::new();
+        let faults = FaultRules::new(clock);
         let events = EventBus::new(config.event_capacity);
         let cap = config.max_in_flight.saturating_mul(2).max(16);
         let (ctx_tx, ctx_rx) = mpsc::channel::<TxCompletion>(cap);
@@ -87,6 +88,7 @@ impl Node {
         let actor = LnetActor {
             config,
             clock,
+            faults: faults.clone(),
             events: events.clone(),
             completions: ctx_tx.clone(),
             nis: BTreeMap::new(),
@@ -126,9 +128,10 @@ impl Node {
                 policy: policy_rx,
                 router,
                 pending: std::sync::Mutex::new(HashMap::new()),
+                faults: faults.clone(),
             }),
             clock,
-            faults: FaultHookTable::default(),
+            faults,
         }
     }
 
@@ -196,7 +199,6 @@ impl Node {
     /// wire aborted). Whether the LND stopped cleanly.
     pub async fn remove_ni(&self, nid: Nid) -> Result<bool, NodeError> {
         let driver = self.addr.send(RemoveNi(nid)).await??;
-        self.faults.remove(&nid);
         Ok(driver.stop().await)
     }
 

@@ -3,15 +3,18 @@
 //! forward first waits here for a router buffer.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::BytesMut;
 use lnd::{lnd::PeerDown, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
+use lnet::fault::{Direction, FaultVerdict};
 use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::LnetActor;
+use crate::fault::FaultRules;
 use crate::router::{Release, Reserve, RouterActor, Ticket};
 
 /// What the LNDs call: forwards completions and received messages to the node, through
@@ -26,6 +29,9 @@ pub struct NodeHandler {
     /// Buffers granted to messages whose payload is being read, by local NI, peer and
     /// pool: buffers of one pool from one peer are interchangeable.
     pub(super) pending: std::sync::Mutex<HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>>,
+    /// The node's fault rules, applied to every message received before LNet processes
+    /// it (see [`crate::fault`]).
+    pub(super) faults: FaultRules,
 }
 
 /// What a receiving LND needs to know to place a payload: this node's NIDs and whether
@@ -55,6 +61,15 @@ impl NodeHandler {
 
 impl LndHandler for NodeHandler {
     async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        match self.faults.check(Direction::Receive, rx.ni, &rx.header) {
+            None | Some(FaultVerdict::Fail(_)) => {}
+            // Dropped silently: the payload is read and thrown away.
+            Some(FaultVerdict::Drop) => return RxDecision::Discard,
+            // Held, and the connection it came on with it.
+            Some(FaultVerdict::Delay(by)) => {
+                tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
+            }
+        }
         let len = rx.header.payload_length;
         let buf =
             || RxDecision::Receive(BytesMut::with_capacity(usize::try_from(len).unwrap_or(0)));

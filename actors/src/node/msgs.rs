@@ -93,6 +93,7 @@ impl Handler<AddNi> for LnetActor {
             self.events.clone(),
             recovery,
             self.completions.clone(),
+            self.faults.clone(),
         );
         let addr = self.place(actor);
         // Watch the NI's status: a flip patches the ping info in place (same seqno) and

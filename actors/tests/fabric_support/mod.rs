@@ -6,6 +6,8 @@ use std::time::Duration;
 use actors::{MdSpec, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::fabric::{Fabric, FabricConfig, FabricLnd};
+use lnet::fault::{FaultHealthError, FaultPath, FaultRule, FaultTrigger, NidMatch};
+use lnet::health::HealthStatus;
 use lnet::Nid;
 
 /// The fabric LND as the node drives it.
@@ -57,4 +59,25 @@ pub fn md() -> MdSpec {
         data: Bytes::from_static(b"data for a GET"),
         depth: 16,
     }
+}
+
+/// A rule failing every send of the node with `status` (`lnetctl fault drop add -e`).
+pub fn fail_sends(status: HealthStatus) -> FaultRule {
+    FaultRule::health_error(
+        NidMatch::Any,
+        NidMatch::Any,
+        FaultTrigger::All,
+        FaultHealthError::from_status(status).unwrap(),
+    )
+}
+
+/// A rule losing every send of the node on the network (the sender sees success).
+pub fn drop_sends() -> FaultRule {
+    FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All).on(FaultPath::Send)
+}
+
+/// A rule holding every send of the node this long before its LND has it.
+pub fn delay_sends(by: Duration) -> FaultRule {
+    let ms = u64::try_from(by.as_millis()).unwrap();
+    FaultRule::delay(NidMatch::Any, NidMatch::Any, FaultTrigger::All, ms).on(FaultPath::Send)
 }

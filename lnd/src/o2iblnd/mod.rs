@@ -19,8 +19,8 @@
 //! What this NI does not do yet: originate an optimised GET (a GET always goes as an
 //! IMMEDIATE, as the kernel does when routing), FastReg/FMR mapping of caller memory (bulk
 //! data is copied through pools registered once), several connections per peer
-//! (`conns_per_peer` is 1), privileged source ports, checksums on sent messages, and
-//! fault injection rules.
+//! (`conns_per_peer` is 1), privileged source ports and checksums on sent messages. Fault
+//! injection rules are applied above it, by the LNet layer, as for every LND.
 
 pub mod config;
 pub mod connect;

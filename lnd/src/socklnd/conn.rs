@@ -7,8 +7,7 @@
 //! LNet header, then it stops reading until the upper layer has said where the payload
 //! goes, reads the payload straight into that buffer (or discards it), acknowledges a
 //! zero-copy request, and delivers the message. A frame started but not finished within
-//! the socklnd timeout closes the connection. Receive-side fault rules
-//! ([`crate::lnd::fault`]) are applied to each LNet header before the upper layer sees it.
+//! the socklnd timeout closes the connection.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,12 +21,11 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::peer::{Faults, PeerCmd};
+use super::peer::PeerCmd;
 use super::status::TxFailure;
 use super::wire::{
     ByteOrder, DeframeError, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks,
 };
-use crate::lnd::fault::{Direction, FaultAction};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 
 /// Frames up to this size are written with one write call (header and payload copied
@@ -261,7 +259,6 @@ pub(crate) struct Reader<H> {
     pub(crate) timeout: Duration,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     pub(crate) alive: Arc<LastAlive>,
-    pub(crate) faults: Arc<Faults>,
 }
 
 impl<H: LndHandler> Reader<H> {
@@ -357,20 +354,6 @@ impl<H: LndHandler> Reader<H> {
             Event::Noop(ksock) => no_acks_expected(&ksock),
             Event::LnetHeader { ksock, header } => {
                 no_acks_expected(&ksock)?;
-                match self.faults.check(Direction::Receive, &header) {
-                    Some(FaultAction::Drop) => {
-                        // Dropped silently: the payload is read and thrown away.
-                        tracing::debug!(from = %self.from, ?header, "socklnd: fault rule dropped a received message");
-                        return d
-                            .discard_payload()
-                            .map_err(|e| ConnEnd::Protocol(e.to_string()));
-                    }
-                    Some(FaultAction::Delay(by)) => {
-                        // The connection reads nothing meanwhile.
-                        tokio::time::sleep(by).await;
-                    }
-                    Some(FaultAction::Fail(_)) | None => {}
-                }
                 // Nothing is read while the upper layer decides: back-pressure on this
                 // socket.
                 let decision = self

@@ -9,7 +9,7 @@
 //! in plain modules too: [`placement`] (which connection carries which frame),
 //! [`credits`] (tx credit accounting), [`status`] (failures to health statuses),
 //! [`stats`] (closed connections by reason) and the decision functions of [`handshake`].
-//! The tokio layer is [`ni`] (acceptor, NI, fault rules), `peer` (one task per peer:
+//! The tokio layer is [`ni`] (acceptor, NI), `peer` (one task per peer:
 //! connections, queue, credits; a connection that ends takes its siblings with it, and a
 //! peer left with nothing is reported down through [`crate::LndHandler::on_peer_down`])
 //! and `conn` (a connection's reader and writer tasks).

@@ -14,15 +14,9 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
-use super::peer::{Faults, NiShared, PeerCmd, PeerStats, Peers};
+use super::peer::{NiShared, PeerCmd, PeerStats, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats};
-use crate::lnd::fault::{Direction, FaultAction, FaultAddError, FaultRule, RuleId, RuleStats};
-use crate::lnd::TxCompletion;
 use crate::lnd::{Lnd, LndHandler, SendError, TxRequest};
-use lnet::health::HealthStatus;
-
-/// Most sends a delay rule holds at once; more wait in [`Lnd::send`].
-const MAX_DELAYED_SENDS: usize = 1024;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -71,30 +65,6 @@ impl<H: LndHandler> SockLnd<H> {
     /// The NI's configuration.
     pub fn config(&self) -> &SockLndConfig {
         &self.shared.cfg
-    }
-
-    /// Adds a fault injection rule (tests; see [`crate::lnd::fault`]): checked on every
-    /// message this NI sends or receives from now on. A send that a rule drops or fails
-    /// completes before [`Lnd::send`] returns.
-    pub fn add_fault_rule(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
-        let id = self.shared.faults.with(|set| set.add(rule))?;
-        tracing::info!(nid = %self.shared.me.nid, ?id, ?rule, "socklnd: fault rule added");
-        Ok(id)
-    }
-
-    /// Removes a fault rule; whether it was there.
-    pub fn remove_fault_rule(&self, id: RuleId) -> bool {
-        self.shared.faults.with(|set| set.remove(id))
-    }
-
-    /// Removes every fault rule.
-    pub fn clear_fault_rules(&self) {
-        self.shared.faults.with(|set| set.clear());
-    }
-
-    /// The fault rules and how often each matched and fired.
-    pub fn fault_rules(&self) -> Vec<RuleStats> {
-        self.shared.faults.with(|set| set.rules())
     }
 
     /// A snapshot of the NI's counters: connections and connection attempts ended, by
@@ -151,8 +121,6 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             stop: stop_rx,
             peers: Mutex::new(Peers::default()),
             closes: CloseCounters::default(),
-            faults: Arc::new(Faults::default()),
-            delayed: Arc::new(Semaphore::new(MAX_DELAYED_SENDS)),
         });
         let listener = listener.map(|l| tokio::spawn(accept_loop(shared.clone(), l)));
         tracing::info!(nid = %shared.me.nid, listen = ?local_addr, "socklnd: NI up");
@@ -195,55 +163,6 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             .map_err(|e| bad(e.to_string()))?;
         if self.shared.peers.lock().map_or(true, |p| p.stopped) {
             return Err(SendError::Stopped { ni });
-        }
-        match self.shared.faults.check(Direction::Send, &tx.header) {
-            None => {}
-            Some(FaultAction::Drop) => {
-                // Lost on the wire: for its sender the LND handed it off.
-                tracing::debug!(%ni, %peer, id = tx.id.0, "socklnd: fault rule dropped a send");
-                self.shared.complete_injected(&tx, HealthStatus::Ok);
-                return Ok(());
-            }
-            Some(FaultAction::Fail(status)) => {
-                tracing::debug!(%ni, %peer, id = tx.id.0, %status, "socklnd: fault rule failed a send");
-                self.shared.complete_injected(&tx, status);
-                return Ok(());
-            }
-            Some(FaultAction::Delay(by)) => {
-                let permit = self
-                    .shared
-                    .delayed
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .map_err(|_| SendError::Stopped { ni })?;
-                let shared = self.shared.clone();
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let mut stop = shared.stop.clone();
-                    // A stop ends the wait: the send is then aborted.
-                    tokio::select! {
-                        () = tokio::time::sleep(by) => {}
-                        _ = stop.wait_for(|stopped| *stopped) => {}
-                    }
-                    let id = tx.id;
-                    let stopped = *shared.stop.borrow();
-                    let handle = if stopped {
-                        None
-                    } else {
-                        shared.peer(ProcessId::lustre(tx.peer))
-                    };
-                    let sent = match handle {
-                        Some(h) => h.data.send(tx).await.map_err(|e| e.0),
-                        None => Err(tx),
-                    };
-                    if let Err(tx) = sent {
-                        tracing::debug!(id = id.0, "socklnd: NI stopped while a send was delayed");
-                        shared.complete_injected(&tx, HealthStatus::LocalAborted);
-                    }
-                });
-                return Ok(());
-            }
         }
         let handle = self
             .shared
@@ -329,20 +248,6 @@ enum PassiveError {
     },
     #[error("NI stopping")]
     Stopping,
-}
-
-impl<H: LndHandler> NiShared<H> {
-    /// Completes a send that a fault rule (or a stop during its delay) took over.
-    fn complete_injected(&self, tx: &TxRequest, status: HealthStatus) {
-        let reason = (status != HealthStatus::Ok).then(|| format!("fault injection: {status}"));
-        self.handler.on_send_complete(TxCompletion {
-            id: tx.id,
-            ni: self.me.nid,
-            peer: tx.peer,
-            status,
-            reason,
-        });
-    }
 }
 
 impl PassiveError {

@@ -28,7 +28,6 @@ use super::placement::{self, Candidate, Traffic};
 use super::stats::{CloseCounters, CloseReason};
 use super::status::TxFailure;
 use super::wire::{lnet_frame_len, ByteOrder, ConnType, Hello, KsockHeader, ProtoVersion};
-use crate::lnd::fault::{Direction, FaultAction, FaultSet};
 use crate::lnd::{LndHandler, PeerDown, TxCompletion, TxRequest};
 
 /// After this many HELLO refusals in a row the peer stops opening connections if it has
@@ -57,33 +56,6 @@ pub(crate) struct NiShared<H> {
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) peers: Mutex<Peers>,
     pub(crate) closes: CloseCounters,
-    /// The NI's fault injection rules (tests), checked on send and on receive.
-    pub(crate) faults: Arc<Faults>,
-    /// Bounds the sends held by delay rules.
-    pub(crate) delayed: Arc<Semaphore>,
-}
-
-/// The fault rules of one NI, behind a lock held only to check or change them.
-#[derive(Debug, Default)]
-pub(crate) struct Faults(Mutex<FaultSet>);
-
-impl Faults {
-    /// Runs `f` on the rules (a poisoned lock still holds usable rules).
-    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut FaultSet) -> T) -> T {
-        let mut set = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut set)
-    }
-
-    /// The action of the first rule that fires on this message, if any.
-    pub(crate) fn check(&self, dir: Direction, header: &lnet::Header) -> Option<FaultAction> {
-        self.with(|set| {
-            if set.is_empty() {
-                None
-            } else {
-                set.check(dir, header)
-            }
-        })
-    }
 }
 
 /// The peers of an NI.
@@ -583,7 +555,6 @@ impl<H: LndHandler> PeerTask<H> {
             timeout: cfg.timeout,
             peer: self.cmd_tx.clone(),
             alive: self.alive.clone(),
-            faults: self.ni.faults.clone(),
         };
         let wa = self.tasks.spawn(writer.run(w, wrx));
         let ra = self.tasks.spawn(reader.run(r));
