@@ -4,7 +4,7 @@
 //! actors that check every send before handing it to the LND, and the
 //! [`crate::NodeHandler`] that checks every received message before LNet processes it.
 //!
-//! On send ([`crate::ni::LocalNiActor`]): a drop completes the send as a message lost on
+//! On send (the local NI actor): a drop completes the send as a message lost on
 //! the network does ([`HealthStatus::Ok`]: the message was handed off); a health error
 //! completes it at once with that status; a delay hands it to the LND that much later.
 //! On receive: a drop discards the message silently (its payload is read and thrown

@@ -59,8 +59,8 @@ pub enum ApiError {
         /// Why.
         message: String,
     },
-    /// 409: the request conflicts with the node's state (an NI without fault hooks, a full
-    /// rule table).
+    /// 409: the request conflicts with the node's state (an NI that exists already, a full
+    /// fault rule table).
     #[error("{message}")]
     Conflict {
         /// The field at fault.

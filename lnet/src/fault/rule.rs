@@ -1,5 +1,6 @@
 //! One fault rule as `lnetctl fault drop|delay add` states it: what it matches, when it
-//! fires, and what it does then. Pure data with serde; [`super::matcher`] runs it.
+//! fires, and what it does then. Pure data with serde; the
+//! matcher module runs it.
 
 use std::fmt;
 use std::str::FromStr;
