@@ -17,6 +17,7 @@
 pub mod config;
 mod conn;
 pub mod credits;
+mod faults;
 pub mod handshake;
 pub mod ni;
 mod peer;
@@ -27,5 +28,4 @@ pub mod wire;
 
 pub use config::SockLndConfig;
 pub use ni::{SockLnd, StartError};
-pub use peer::PeerStats;
-pub use stats::{CloseReason, NiStats};
+pub use stats::{CloseReason, NiStats, PeerStats};

@@ -13,9 +13,11 @@ use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{ConfigError, SockLndConfig};
+use super::faults::Faults;
 use super::handshake::{self, HandshakeError, PassiveDecision};
-use super::peer::{Faults, NiShared, PeerCmd, PeerStats, Peers};
-use super::stats::{CloseCounters, CloseReason, NiStats};
+use super::peer::cmd::PeerCmd;
+use super::peer::{NiShared, Peers};
+use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats};
 use crate::lnd::fault::{Direction, FaultAction, FaultAddError, FaultRule, RuleId, RuleStats};
 use crate::lnd::TxCompletion;
 use crate::lnd::{Lnd, LndHandler, SendError, TxRequest};

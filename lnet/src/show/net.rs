@@ -1,7 +1,8 @@
 //! `lnetctl net show [-v N]` (reference 4.1).
 
 use super::{cyaml_doc, insert_after, netlink_doc, UdspInfo, Verbosity};
-use crate::config::print::{self, MapB, Node};
+use crate::config::print;
+use crate::config::yaml::{MapB, Node};
 use crate::config::{Cpts, LndTunables, LocalNi, MsgStats, NiHealthStats, NiStatistics};
 use crate::config::{NiStatus, NiTunables};
 use crate::nid::{Net, Nid};

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 
 use super::{cyaml_doc, netlink_doc};
-use crate::config::print::{self, MapB, Node, Style};
+use crate::config::yaml::{self, MapB, Node, Style};
 use crate::config::{Config, Global};
 use crate::nid::Nid;
 use crate::tunables::Tunables;
@@ -174,7 +174,7 @@ impl PingShow {
             .node("peer_ni", Some(Node::Seq(nis)))
             .done();
         let mut out = String::new();
-        print::write_map(
+        yaml::write_map(
             &mut out,
             &[("ping".into(), Node::Seq(vec![item]))],
             0,
@@ -221,7 +221,7 @@ impl RecoveryShow {
             .map(|(i, nid)| {
                 (
                     Cow::Owned(format!("nid-{i}")),
-                    Node::Scalar(print::plain(&nid.to_string())),
+                    Node::Scalar(yaml::plain(&nid.to_string())),
                 )
             })
             .collect();

@@ -1,7 +1,8 @@
 //! `lnetctl peer show [-v N]` (reference 4.2).
 
 use super::{insert_after, netlink_doc, UdspInfo, Verbosity};
-use crate::config::print::{self, MapB, Node};
+use crate::config::print;
+use crate::config::yaml::{MapB, Node};
 use crate::config::PeerNiState;
 use crate::config::{MsgStats, NiStatistics, PeerNi, PeerNiCredits, PeerNiHealthStats};
 use crate::nid::Nid;
