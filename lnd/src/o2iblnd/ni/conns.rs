@@ -1,6 +1,7 @@
 //! Connection management: active connects through RDMA-CM (address and route
 //! resolution, CONNREQ, rejects and reconnects), passive accepts and refusals, the QP and
-//! receive buffers of a connection, and closing a connection with its txs.
+//! receive buffers of a connection, handing an established connection to the exchanges,
+//! and closing a connection.
 
 use super::*;
 
@@ -68,24 +69,14 @@ impl<H: LndHandler> State<H> {
     }
 
     pub(super) fn fail_peer_queue(&mut self, peer: Nid, f: TxFailure) {
-        let queue: Vec<u32> = self
-            .peers
-            .get_mut(&peer)
-            .map(|p| p.queue.drain(..).collect())
-            .unwrap_or_default();
-        for id in queue {
-            if let Some(tx) = self.txs.remove(&id) {
-                self.release(&tx);
-                self.complete_upper(peer, tx.upper, Err(f), "");
-            }
-        }
+        self.ex.fail_waiting(peer, f);
     }
 
     pub(super) fn report_down(&mut self, peer: Nid, status: HealthStatus, reason: String) {
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
-        if p.down_reported || !p.conns.is_empty() || p.connecting || !p.queue.is_empty() {
+        if p.down_reported || !p.conns.is_empty() || p.connecting || self.ex.has_waiting(peer) {
             return;
         }
         p.down_reported = true;
@@ -128,8 +119,6 @@ impl<H: LndHandler> State<H> {
         }
         let c = self.new_conn_id();
         let now = Instant::now();
-        let concurrent =
-            clamp_concurrent_sends(version, self.cfg.concurrent_sends, self.cfg.peer_credits);
         let conn = Conn {
             peer,
             state,
@@ -137,20 +126,9 @@ impl<H: LndHandler> State<H> {
             offered: params,
             peer_stamp,
             max_frags: params.max_frags,
-            credits: ConnCredits::new(
-                version,
-                params.queue_depth,
-                self.cfg.peer_credits,
-                self.cfg.peercredits_hiw,
-                concurrent,
-            ),
+            queue_depth: params.queue_depth,
             rx_block: block,
-            rsrvd: VecDeque::new(),
-            credit_q: VecDeque::new(),
-            nocred: VecDeque::new(),
-            active: Vec::new(),
             parked_rx: Vec::new(),
-            last_send: now,
             started: now,
             id,
         };
@@ -181,6 +159,7 @@ impl<H: LndHandler> State<H> {
                 }
             };
             self.on_cm_event(ev).await;
+            self.run_actions().await;
         }
     }
 
@@ -317,18 +296,7 @@ impl<H: LndHandler> State<H> {
                     Ok(acc) => {
                         conn.peer_stamp = acc.peer_stamp;
                         conn.max_frags = acc.params.max_frags;
-                        let concurrent = clamp_concurrent_sends(
-                            conn.version,
-                            self.cfg.concurrent_sends,
-                            self.cfg.peer_credits,
-                        );
-                        conn.credits = ConnCredits::new(
-                            conn.version,
-                            acc.params.queue_depth,
-                            self.cfg.peer_credits,
-                            self.cfg.peercredits_hiw,
-                            concurrent,
-                        );
+                        conn.queue_depth = acc.params.queue_depth;
                     }
                     Err(e) => {
                         tracing::warn!(%peer, error = %e, "o2iblnd: bad CONNACK, closing");
@@ -351,7 +319,7 @@ impl<H: LndHandler> State<H> {
         let (stamp, version, qd, frags) = (
             conn.peer_stamp,
             conn.version,
-            conn.credits.queue_depth(),
+            conn.queue_depth,
             conn.max_frags,
         );
         let parked = std::mem::take(&mut conn.parked_rx);
@@ -370,14 +338,26 @@ impl<H: LndHandler> State<H> {
         p.reconnects = 0;
         p.retry_at = None;
         p.down_reported = false;
-        let queue: Vec<u32> = p.queue.drain(..).collect();
-        for id in queue {
-            self.queue_on_conn(c, id);
-        }
+        let concurrent =
+            clamp_concurrent_sends(version, self.cfg.concurrent_sends, self.cfg.peer_credits);
+        let link = LinkParams {
+            peer,
+            version,
+            peer_stamp: stamp,
+            max_frags: frags,
+            credits: ConnCredits::new(
+                version,
+                qd,
+                self.cfg.peer_credits,
+                self.cfg.peercredits_hiw,
+                concurrent,
+            ),
+        };
+        self.ex.add_conn(Instant::now(), c, link);
         for (idx, len) in parked {
             self.on_rx(c, idx, len).await;
         }
-        self.check_sends(c);
+        self.ex.flush(Instant::now(), c);
     }
 
     pub(super) fn on_rejected(&mut self, c: u32, status: i32, private_data: &[u8]) {
@@ -424,7 +404,7 @@ impl<H: LndHandler> State<H> {
             } => {
                 p.reconnects += 1;
                 if p.reconnects > MAX_RECONNECTS
-                    || (p.queue.is_empty() && p.version == Some(version))
+                    || (!self.ex.has_waiting(peer) && p.version == Some(version))
                 {
                     p.reconnects = 0;
                     self.connect_failed(peer, TxFailure::ConnectRefused);
@@ -437,7 +417,7 @@ impl<H: LndHandler> State<H> {
                 } else if peer_stamp != 0 {
                     p.stamp = Some((peer_stamp, version));
                 }
-                if !p.queue.is_empty() {
+                if self.ex.has_waiting(peer) {
                     self.start_connect(peer);
                 }
             }
@@ -536,7 +516,15 @@ impl<H: LndHandler> State<H> {
         }
     }
 
+    /// Closes connection `c`: its txs fail (the exchanges), then [`Self::finish_close`].
     pub(super) fn close_conn(&mut self, c: u32, why: CloseWhy) {
+        self.ex.close_conn(Instant::now(), c, why);
+        self.finish_close(c, why);
+    }
+
+    /// Destroys the QP of connection `c`, whose txs already failed, and reconnects or
+    /// reports its peer down.
+    pub(super) fn finish_close(&mut self, c: u32, why: CloseWhy) {
         let Some(conn) = self.conns.remove(&c) else {
             return;
         };
@@ -544,27 +532,11 @@ impl<H: LndHandler> State<H> {
         let _ = conn.id.disconnect();
         let peer = conn.peer;
         let was_connecting = conn.state == ConnState::Connecting;
-        let mut ids: Vec<u32> = conn.active.clone();
-        ids.extend(
-            conn.rsrvd
-                .iter()
-                .chain(conn.credit_q.iter())
-                .chain(conn.nocred.iter()),
-        );
         self.rx_free.push(conn.rx_block);
         // Destroys the QP: the device no longer touches the buffers of this connection.
         drop(conn);
         self.stats.conns_closed += 1;
         tracing::info!(%peer, conn = c, ?why, "o2iblnd: connection closed");
-        for id in ids {
-            if let Some(tx) = self.txs.remove(&id) {
-                let f = why.failure(tx.stage());
-                self.release(&tx);
-                self.complete_upper(peer, tx.upper, Err(f), "connection closed");
-            }
-        }
-        self.pending_sinks.retain(|p| p.conn != c);
-        self.pending_gets.retain(|_, g| g.conn != c);
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
@@ -575,7 +547,7 @@ impl<H: LndHandler> State<H> {
         if why == CloseWhy::Stop {
             return;
         }
-        if p.conns.is_empty() && !p.queue.is_empty() && !p.connecting && !self.fatal {
+        if p.conns.is_empty() && self.ex.has_waiting(peer) && !p.connecting && !self.fatal {
             self.start_connect(peer);
         } else {
             self.report_down(
@@ -584,6 +556,5 @@ impl<H: LndHandler> State<H> {
                 format!("connection closed: {why:?}"),
             );
         }
-        self.start_sinks();
     }
 }

@@ -9,23 +9,26 @@
 //! ([`LndHandler::on_header`], [`LndHandler::on_message`]) are awaited in the task: while
 //! the layer above decides, the NI reads nothing more, and credits stop the peers.
 //!
-//! The task loop is [`task`], connection management [`conns`], the send side and the
-//! completion queue [`tx`], the receive side [`rx`]; this module holds the [`Lnd`] impl
-//! and the state they share.
+//! The IMMEDIATE, PUT and GET exchanges, their credits, buffers and deadlines are decided
+//! by the pure state machine [`Exchanges`]; this task is the I/O layer that drives it: it
+//! feeds it sends, received messages, send completions and the tick, and carries out its
+//! [`Action`]s (post, deliver, complete, close, connect). The task loop is [`task`],
+//! connection management [`conns`], posting and the completion queue [`tx`], the receive
+//! buffers [`rx`]; this module holds the [`Lnd`] impl and the state they share.
 //!
 //! Work request ids carry the kind (receive, message send, RDMA write), the connection and
 //! the buffer or tx, so a completion finds its owner; completions of a connection already
 //! closed are ignored (its QP is destroyed before its buffers are reused).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddrV4;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use ibverbs::ibv_wc;
 use lnet::health::HealthStatus;
-use lnet::{Header, Message, Nid, ProcessId, WireHandle};
+use lnet::{Header, Nid, ProcessId};
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -36,28 +39,22 @@ use super::connect::{
     check_connack, check_connreq, connreq, on_reject, LocalNi, PassiveDecision, PeerView,
     RejectAction,
 };
-use super::credits::{clamp_concurrent_sends, ConnCredits, SendClass};
+use super::credits::{clamp_concurrent_sends, ConnCredits};
+use super::exchange::{completion, Action, CloseWhy, Exchanges, LinkParams, SinkRegion};
 use super::status::{TxFailure, TxStage};
 use super::sys::{
     CmEvent, CmEventKind, CmId, ConnectParams, Cq, EventChannel, Fd, Pd, QpCaps, Region, SendWr,
 };
-use super::wire::{
-    Body, Completion, ConnParams, Cookie, KibMsg, RdmaDesc, Rej, RejWhy, Version,
-    IBLND_MAX_IMMEDIATE, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE,
-};
+use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE};
 mod conns;
 mod rx;
 mod task;
 mod tx;
 
 use crate::lnd::{
-    Lnd, LndHandler, PeerDown, RxDecision, RxHeader, RxMessage, SendError, TxCompletion, TxRequest,
+    Lnd, LndHandler, PeerDown, RxDecision, RxHeader, RxMessage, SendError, TxRequest,
 };
 
-/// `-ENODATA`: a GET that matched nothing.
-const ENODATA: i32 = 61;
-/// `-EMSGSIZE`: an RDMA transfer that does not fit the descriptor.
-const EMSGSIZE: i32 = 90;
 /// IB CM reject reason: consumer defined (a `kib_rej` in the private data).
 const IB_CM_REJ_CONSUMER_DEFINED: i32 = 28;
 /// IB CM reject reason: invalid service id (no listener on the port).
@@ -106,6 +103,18 @@ pub enum StartError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// The shared completion queue would need more entries than the device has.
+    #[error(
+        "{needed} completion entries needed for {connections} connections, the device has {max}"
+    )]
+    CqTooSmall {
+        /// Entries the receives and sends of every connection need.
+        needed: usize,
+        /// `max_conns`.
+        connections: usize,
+        /// The device's `max_cqe`.
+        max: usize,
     },
 }
 
@@ -221,12 +230,10 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
         let cq_entries = rx_count + max_send_wr as usize * config.max_conns;
         let max_cqe = usize::try_from(limits.max_cqe).unwrap_or(0);
         if cq_entries > max_cqe {
-            return Err(StartError::Verbs {
-                what: "ibv_create_cq",
-                source: std::io::Error::other(format!(
-                    "{cq_entries} completion entries needed for {} connections, the device has {max_cqe}",
-                    config.max_conns
-                )),
+            return Err(StartError::CqTooSmall {
+                needed: cq_entries,
+                connections: config.max_conns,
+                max: max_cqe,
             });
         }
         let cq = Cq::new(&pd, i32::try_from(cq_entries).unwrap_or(i32::MAX))
@@ -246,14 +253,18 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             peer_credits: config.peer_credits,
         };
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
+        let ex = Exchanges::new(
+            &config,
+            SinkRegion {
+                addr: sink.addr(0),
+                rkey: sink.rkey(),
+            },
+        );
         let state = State {
             conns: HashMap::new(),
             attempts: HashMap::new(),
             by_cm: HashMap::new(),
             rx_free: (0..config.max_conns).rev().collect(),
-            msg_free: (0..config.ntx).rev().collect(),
-            src_free: (0..config.bulk_buffers).rev().collect(),
-            sink_free: (0..config.bulk_buffers).rev().collect(),
             pools: Pools {
                 rx,
                 msgs,
@@ -270,16 +281,11 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             cfg: config,
             handler,
             peers: HashMap::new(),
-            txs: HashMap::new(),
-            next_tx: 1,
             next_conn: 1,
-            next_cookie: 1,
-            pending_sinks: VecDeque::new(),
-            pending_gets: HashMap::new(),
+            ex,
             stats: O2ibStats::default(),
             max_send_wr,
             fatal: false,
-            msg_starved: false,
         };
         tracing::info!(%nid, "o2iblnd: NI up");
         let task = tokio::spawn(state.run(cm_fd, cq_fd, cmd_rx));
@@ -365,86 +371,6 @@ enum ConnState {
     Established,
 }
 
-/// The receiver's side of a PUT: where the payload goes once PUT_DONE arrives.
-struct Sink {
-    buf: BytesMut,
-    header: Header,
-    from: ProcessId,
-    slot: usize,
-}
-
-enum TxKind {
-    Immediate {
-        hdr: Header,
-        payload: Bytes,
-    },
-    PutReq {
-        hdr: Header,
-        payload: Bytes,
-    },
-    PutDone {
-        dst_cookie: Cookie,
-        rd: RdmaDesc,
-        payload: Bytes,
-    },
-    PutAck {
-        src_cookie: Cookie,
-        sink: Sink,
-    },
-    Completion {
-        code: u8,
-        cookie: Cookie,
-        status: i32,
-    },
-    GetReply {
-        cookie: Cookie,
-        rd: RdmaDesc,
-        payload: Bytes,
-    },
-    Noop,
-}
-
-impl TxKind {
-    fn class(&self) -> SendClass {
-        match self {
-            TxKind::Immediate { .. } | TxKind::PutReq { .. } => SendClass::Credit,
-            // A NOOP is free in v2 and costs a credit in v1 (see `ConnCredits`).
-            TxKind::Noop => SendClass::Noop,
-            _ => SendClass::NoCredit,
-        }
-    }
-}
-
-struct Tx {
-    upper: Option<crate::lnd::TxId>,
-    peer: Nid,
-    kind: TxKind,
-    deadline: Instant,
-    conn: Option<u32>,
-    queued: bool,
-    sending: u32,
-    waiting: bool,
-    cookie: Cookie,
-    /// Message buffers of posted sends, oldest first (sends complete in order).
-    msg_slots: VecDeque<usize>,
-    src_slot: Option<usize>,
-    class: SendClass,
-    /// A failure already decided (e.g. a negative completion from the peer).
-    failed: Option<TxFailure>,
-}
-
-impl Tx {
-    fn stage(&self) -> TxStage {
-        if self.sending > 0 {
-            TxStage::Sending
-        } else if self.waiting {
-            TxStage::Waiting
-        } else {
-            TxStage::Queued
-        }
-    }
-}
-
 struct Conn {
     id: CmId,
     peer: Nid,
@@ -453,14 +379,11 @@ struct Conn {
     offered: ConnParams,
     peer_stamp: u64,
     max_frags: u16,
-    credits: ConnCredits,
+    /// The negotiated queue depth (the offered one until a CONNACK says otherwise).
+    queue_depth: u16,
     rx_block: usize,
-    rsrvd: VecDeque<u32>,
-    credit_q: VecDeque<u32>,
-    nocred: VecDeque<u32>,
-    active: Vec<u32>,
+    /// Receives completed before the connection was established: (buffer, length).
     parked_rx: Vec<(usize, usize)>,
-    last_send: Instant,
     started: Instant,
 }
 
@@ -475,7 +398,6 @@ struct Attempt {
 
 #[derive(Default)]
 struct Peer {
-    queue: VecDeque<u32>,
     conns: Vec<u32>,
     connecting: bool,
     stamp: Option<(u64, Version)>,
@@ -487,57 +409,6 @@ struct Peer {
     down_reported: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CloseWhy {
-    Timeout,
-    PeerGone,
-    Local,
-    Device,
-    Stop,
-}
-
-impl CloseWhy {
-    fn failure(self, stage: TxStage) -> TxFailure {
-        match self {
-            CloseWhy::Timeout => TxFailure::ConnTimeout(stage),
-            CloseWhy::PeerGone => TxFailure::PeerGone(stage),
-            CloseWhy::Local => TxFailure::ClosedLocally(stage),
-            CloseWhy::Device => TxFailure::DeviceRemoved,
-            CloseWhy::Stop => TxFailure::Stopped,
-        }
-    }
-
-    fn down_status(self) -> HealthStatus {
-        match self {
-            CloseWhy::Timeout => HealthStatus::NetworkTimeout,
-            CloseWhy::PeerGone => HealthStatus::RemoteDropped,
-            CloseWhy::Local | CloseWhy::Device => HealthStatus::LocalError,
-            CloseWhy::Stop => HealthStatus::LocalAborted,
-        }
-    }
-}
-
-struct PendingSink {
-    conn: u32,
-    src_cookie: Cookie,
-    buf: BytesMut,
-    header: Header,
-}
-
-struct PendingGet {
-    conn: u32,
-    cookie: Cookie,
-    rd: RdmaDesc,
-}
-
-/// Post outcome that is not a success.
-enum PostError {
-    /// Out of message or bulk buffers: try again when one is freed.
-    Starved,
-    /// The connection must be closed.
-    Fatal(String),
-}
-
 // Field order is drop order: connections (QPs) go before the pools, the CQ and the PD,
 // the listener before the event channel.
 struct State<H: LndHandler> {
@@ -545,9 +416,6 @@ struct State<H: LndHandler> {
     attempts: HashMap<usize, Attempt>,
     by_cm: HashMap<usize, u32>,
     rx_free: Vec<usize>,
-    msg_free: Vec<usize>,
-    src_free: Vec<usize>,
-    sink_free: Vec<usize>,
     pools: Pools,
     cq: Cq,
     pd: Pd,
@@ -559,16 +427,12 @@ struct State<H: LndHandler> {
     cfg: O2ibLndConfig,
     handler: Arc<H>,
     peers: HashMap<Nid, Peer>,
-    txs: HashMap<u32, Tx>,
-    next_tx: u32,
     next_conn: u32,
-    next_cookie: u64,
-    pending_sinks: VecDeque<PendingSink>,
-    pending_gets: HashMap<(Nid, WireHandle), PendingGet>,
+    /// The IMMEDIATE/PUT/GET exchanges: this task carries out what they decide.
+    ex: Exchanges,
     stats: O2ibStats,
     max_send_wr: u32,
     fatal: bool,
-    msg_starved: bool,
 }
 
 fn bump(map: &mut HashMap<u8, u64>, key: u8) {

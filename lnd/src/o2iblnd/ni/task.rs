@@ -1,6 +1,7 @@
 //! The NI task loop: one tokio task waits on the RDMA-CM event channel, the completion
 //! channel, the command channel of [`super::O2ibLnd`] and a one-second tick (deadlines,
-//! reconnects, keepalives), and stops the NI.
+//! reconnects, keepalives), feeds what happens to the exchanges and the connection
+//! management, carries out the exchanges' [`Action`]s in order, and stops the NI.
 
 use super::*;
 
@@ -30,29 +31,81 @@ impl<H: LndHandler> State<H> {
                 cmd = cmds.recv() => match cmd {
                     Some(Cmd::Send(tx)) => self.send(tx),
                     Some(Cmd::Stats(reply)) => {
-                        let _ = reply.send(self.stats.clone());
+                        let _ = reply.send(self.stats());
                     }
                     Some(Cmd::Conn(peer, reply)) => {
                         let _ = reply.send(self.conn_info(peer));
                     }
                     Some(Cmd::Stop(reply)) => {
-                        self.shutdown();
+                        self.shutdown().await;
                         let _ = reply.send(());
                         break;
                     }
                     None => {
-                        self.shutdown();
+                        self.shutdown().await;
                         break;
                     }
                 },
-                _ = tick.tick() => self.on_tick(),
+                _ = tick.tick() => self.on_tick().await,
             }
+            self.run_actions().await;
         }
         drop(cm_fd);
         drop(cq_fd);
     }
 
-    pub(super) fn conn_info(&self, peer: Nid) -> Option<ConnInfo> {
+    /// Carries out what the exchanges decided, oldest first.
+    pub(super) async fn run_actions(&mut self) {
+        while let Some(action) = self.ex.poll_action() {
+            match action {
+                Action::Post(p) => self.post(p),
+                Action::Deliver {
+                    from,
+                    header,
+                    payload,
+                } => self.deliver(from, header, payload).await,
+                Action::DeliverSink {
+                    from,
+                    header,
+                    offset,
+                    len,
+                    mut buf,
+                } => {
+                    if let Some(data) = self.pools.sink.read(offset, len) {
+                        buf.clear();
+                        buf.extend_from_slice(data);
+                        self.deliver(from, header, buf.freeze()).await;
+                    }
+                }
+                Action::Complete(done) => self.handler.on_send_complete(done),
+                Action::Close { conn, why } => self.finish_close(conn, why),
+                Action::Connect { peer } => {
+                    let p = self.peers.entry(peer).or_default();
+                    if !p.connecting && p.retry_at.is_none() {
+                        self.start_connect(peer);
+                    }
+                }
+                Action::ConnectTimedOut { peer } => self.report_down(
+                    peer,
+                    HealthStatus::NetworkTimeout,
+                    "no connection in time".into(),
+                ),
+            }
+        }
+    }
+
+    fn stats(&self) -> O2ibStats {
+        let ex = self.ex.stats();
+        O2ibStats {
+            rx_msgs: ex.rx_msgs.clone(),
+            tx_msgs: ex.tx_msgs.clone(),
+            rdma_bytes: ex.rdma_bytes,
+            peak_credits_in_use: ex.peak_credits_in_use,
+            ..self.stats.clone()
+        }
+    }
+
+    fn conn_info(&self, peer: Nid) -> Option<ConnInfo> {
         let p = self.peers.get(&peer)?;
         p.conns
             .iter()
@@ -60,109 +113,29 @@ impl<H: LndHandler> State<H> {
             .find(|c| c.state == ConnState::Established)
             .map(|c| ConnInfo {
                 version: c.version,
-                queue_depth: c.credits.queue_depth(),
+                queue_depth: c.queue_depth,
                 max_frags: c.max_frags,
                 peer_stamp: c.peer_stamp,
             })
     }
 
-    pub(super) fn new_tx_id(&mut self) -> u32 {
-        loop {
-            let id = self.next_tx;
-            self.next_tx = self.next_tx.wrapping_add(1).max(1);
-            if !self.txs.contains_key(&id) {
-                return id;
-            }
-        }
-    }
-
-    pub(super) fn new_cookie(&mut self) -> Cookie {
-        self.next_cookie = self.next_cookie.wrapping_add(1);
-        Cookie(self.next_cookie)
-    }
-
-    pub(super) fn add_tx(
-        &mut self,
-        peer: Nid,
-        upper: Option<crate::lnd::TxId>,
-        kind: TxKind,
-    ) -> u32 {
-        let id = self.new_tx_id();
-        let cookie = self.new_cookie();
-        let class = kind.class();
-        self.txs.insert(
-            id,
-            Tx {
-                upper,
-                peer,
-                kind,
-                deadline: Instant::now() + self.cfg.wait_for_conn_timeout(),
-                conn: None,
-                queued: false,
-                sending: 0,
-                waiting: false,
-                cookie,
-                msg_slots: VecDeque::new(),
-                src_slot: None,
-                class,
-                failed: None,
-            },
-        );
-        id
-    }
-
-    pub(super) fn complete_upper(
-        &self,
-        peer: Nid,
-        upper: Option<crate::lnd::TxId>,
-        result: Result<(), TxFailure>,
-        why: &str,
-    ) {
-        let Some(id) = upper else { return };
-        let (status, reason) = match result {
-            Ok(()) => (HealthStatus::Ok, None),
-            Err(f) => (f.status(), Some(format!("{f:?} {why}").trim().to_string())),
-        };
-        self.handler.on_send_complete(TxCompletion {
-            id,
-            ni: self.me.nid,
-            peer,
-            status,
-            reason,
-        });
-    }
-
-    pub(super) fn on_tick(&mut self) {
+    async fn on_tick(&mut self) {
         let now = Instant::now();
-        // Connections with a tx past its deadline, or a connect that takes too long.
-        let mut expired = Vec::new();
+        // Connects that take too long.
         let connreq_timeout = self.cfg.connreq_timeout();
-        for (&c, conn) in &self.conns {
-            if conn.state != ConnState::Established {
-                if now.duration_since(conn.started) > connreq_timeout {
-                    expired.push((c, true));
-                }
-                continue;
-            }
-            let late = conn
-                .active
-                .iter()
-                .chain(conn.rsrvd.iter())
-                .chain(conn.credit_q.iter())
-                .chain(conn.nocred.iter())
-                .any(|id| self.txs.get(id).is_some_and(|t| t.deadline <= now));
-            if late {
-                expired.push((c, false));
-            }
-        }
-        for (c, connecting) in expired {
-            if connecting {
-                tracing::info!(conn = c, "o2iblnd: connect timed out");
-                self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
-            } else {
-                tracing::warn!(conn = c, "o2iblnd: tx timed out, closing connection");
-                self.close_conn(c, CloseWhy::Timeout);
-            }
+        let mut expired: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, conn)| {
+                conn.state != ConnState::Established
+                    && now.duration_since(conn.started) > connreq_timeout
+            })
+            .map(|(c, _)| *c)
+            .collect();
+        expired.sort_unstable();
+        for c in expired {
+            tracing::info!(conn = c, "o2iblnd: connect timed out");
+            self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
         }
         let stale_attempts: Vec<usize> = self
             .attempts
@@ -175,39 +148,14 @@ impl<H: LndHandler> State<H> {
                 self.connect_failed(a.peer, TxFailure::ConnectUnreachable);
             }
         }
-        // Sends that waited too long for a connection.
+        // Txs past their deadline, keepalives, and anything a freed buffer now allows.
+        self.ex.on_timer(now);
+        self.run_actions().await;
+        // Connects to retry after a "later" reject.
         let peers: Vec<Nid> = self.peers.keys().copied().collect();
         for peer in peers {
-            let late: Vec<u32> = self.peers.get(&peer).map_or_else(Vec::new, |p| {
-                p.queue
-                    .iter()
-                    .copied()
-                    .filter(|id| self.txs.get(id).is_some_and(|t| t.deadline <= now))
-                    .collect()
-            });
-            if !late.is_empty() {
-                if let Some(p) = self.peers.get_mut(&peer) {
-                    p.queue.retain(|id| !late.contains(id));
-                }
-                for id in late {
-                    if let Some(tx) = self.txs.remove(&id) {
-                        self.release(&tx);
-                        self.complete_upper(
-                            peer,
-                            tx.upper,
-                            Err(TxFailure::WaitedForConnection),
-                            "",
-                        );
-                    }
-                }
-                self.report_down(
-                    peer,
-                    HealthStatus::NetworkTimeout,
-                    "no connection in time".into(),
-                );
-            }
             let retry = self.peers.get(&peer).is_some_and(|p| {
-                p.retry_at.is_some_and(|t| t <= now) && !p.connecting && !p.queue.is_empty()
+                p.retry_at.is_some_and(|t| t <= now) && !p.connecting && self.ex.has_waiting(peer)
             });
             if retry {
                 if self.established_conn(peer).is_some() {
@@ -219,30 +167,25 @@ impl<H: LndHandler> State<H> {
                 }
             }
         }
-        // Keepalives and anything a freed buffer now allows.
-        let all: Vec<u32> = self.conns.keys().copied().collect();
-        for c in all {
-            self.check_sends(c);
-        }
-        self.start_sinks();
     }
 
-    pub(super) fn shutdown(&mut self) {
+    fn established_conn(&self, peer: Nid) -> Option<u32> {
+        let p = self.peers.get(&peer)?;
+        p.conns.iter().copied().find(|c| {
+            self.conns
+                .get(c)
+                .is_some_and(|c| c.state == ConnState::Established)
+        })
+    }
+
+    async fn shutdown(&mut self) {
         let all: Vec<u32> = self.conns.keys().copied().collect();
         for c in all {
             self.close_conn(c, CloseWhy::Stop);
         }
         self.attempts.clear();
-        let peers: Vec<Nid> = self.peers.keys().copied().collect();
-        for peer in peers {
-            self.fail_peer_queue(peer, TxFailure::Stopped);
-        }
-        let left: Vec<u32> = self.txs.keys().copied().collect();
-        for id in left {
-            if let Some(tx) = self.txs.remove(&id) {
-                self.complete_upper(tx.peer, tx.upper, Err(TxFailure::Stopped), "");
-            }
-        }
+        self.ex.shutdown(Instant::now());
+        self.run_actions().await;
         tracing::info!(nid = %self.me.nid, "o2iblnd: NI stopped");
     }
 }
