@@ -80,8 +80,9 @@ impl<H: LndHandler> State<H> {
             return;
         }
         p.down_reported = true;
-        self.handler
-            .on_peer_down(PeerDown::new(self.me.nid, peer, status, reason));
+        // Told after the completions of the peer's txs, which wait in the action queue.
+        self.downs
+            .push(PeerDown::new(self.me.nid, peer, status, reason));
     }
 
     pub(super) fn new_conn_id(&mut self) -> u32 {

@@ -283,6 +283,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             peers: HashMap::new(),
             next_conn: 1,
             ex,
+            downs: Vec::new(),
             stats: O2ibStats::default(),
             max_send_wr,
             fatal: false,
@@ -430,6 +431,8 @@ struct State<H: LndHandler> {
     next_conn: u32,
     /// The IMMEDIATE/PUT/GET exchanges: this task carries out what they decide.
     ex: Exchanges,
+    /// Peer-down reports, told once the actions queued before them are carried out.
+    downs: Vec<PeerDown>,
     stats: O2ibStats,
     max_send_wr: u32,
     fatal: bool,

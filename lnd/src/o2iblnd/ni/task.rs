@@ -54,8 +54,21 @@ impl<H: LndHandler> State<H> {
         drop(cq_fd);
     }
 
-    /// Carries out what the exchanges decided, oldest first.
+    /// Carries out what the exchanges decided, oldest first, then tells the peer-down
+    /// reports.
     pub(super) async fn run_actions(&mut self) {
+        loop {
+            self.run_exchange_actions().await;
+            if self.downs.is_empty() {
+                return;
+            }
+            for down in std::mem::take(&mut self.downs) {
+                self.handler.on_peer_down(down);
+            }
+        }
+    }
+
+    async fn run_exchange_actions(&mut self) {
         while let Some(action) = self.ex.poll_action() {
             match action {
                 Action::Post(p) => self.post(p),
