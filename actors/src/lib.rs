@@ -27,6 +27,7 @@ pub mod clock;
 pub mod driver;
 pub mod events;
 pub mod fault;
+mod mailbox;
 pub mod ni;
 pub mod node;
 pub mod recovery;
