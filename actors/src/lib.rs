@@ -38,7 +38,8 @@ pub use clock::Clock;
 pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
-    DiscoveredPeer, FailReason, GetRequest, MdSpec, MsgEvent, MsgEventKind, Node, NodeConfig,
-    NodeError, NodeHandler, Outcome, PeerView, PingReply, PutRequest, Transaction,
+    BadPeerReason, DiscoveredPeer, FailReason, GetRequest, LndStartError, MdSpec, MsgEvent,
+    MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerView, PingReply,
+    PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};
