@@ -185,7 +185,7 @@ impl From<actors::NodeError> for ApiError {
                 "nid",
                 format!("local NI {nid} has no fault hooks (its LND does not take fault rules)"),
             ),
-            N::BadPeer { reason } => ApiError::unprocessable("nids", reason),
+            N::BadPeer { reason } => ApiError::unprocessable("nids", reason.to_string()),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
             N::Busy { max } => ApiError::Conflict {
                 field: None,

@@ -2,10 +2,18 @@
 //!
 //! Every lookup by NID is a hash lookup, so that a node with many peers pays the same per
 //! message as one with a few, and adding a peer costs in the number of its own NIDs.
+//!
+//! The LNet actor's side: [`PeerView`], adding a configured peer ([`AddPeer`]),
+//! listing the peers, and the peer NI actors behind the peer NIs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use actix::prelude::*;
 use lnet::Nid;
+
+use super::error::{BadPeerReason, NodeError};
+use super::{LnetActor, PeerNiEntry};
+use crate::ni::{PeerNiActor, PeerNiView};
 
 /// One peer: a primary NID and its peer NIs.
 #[derive(Debug)]
@@ -21,15 +29,6 @@ pub(super) struct Peer {
     /// Added by the administrator (configuration, API), not only learned from traffic or
     /// discovery: another configured peer may not take its NIDs.
     pub(super) configured: bool,
-}
-
-/// Why a configured peer was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct NidTaken {
-    /// The NID asked for.
-    pub(super) nid: Nid,
-    /// The configured peer that has it.
-    pub(super) owner: Nid,
 }
 
 /// Peers by primary NID, with an index from every peer NI to its peer.
@@ -65,11 +64,11 @@ impl PeerTable {
 
     /// Checks that a configured peer `primary` with `nids` takes no NID of another
     /// configured peer (seed 003 snd-065: the same NID under two peers is an error).
-    pub(super) fn check_configured(&self, primary: Nid, nids: &[Nid]) -> Result<(), NidTaken> {
+    pub(super) fn check_configured(&self, primary: Nid, nids: &[Nid]) -> Result<(), BadPeerReason> {
         for nid in std::iter::once(&primary).chain(nids) {
             if let Some(owner) = self.get(nid) {
                 if owner.configured && owner.primary != primary {
-                    return Err(NidTaken {
+                    return Err(BadPeerReason::NidTaken {
                         nid: *nid,
                         owner: owner.primary,
                     });
@@ -123,6 +122,112 @@ impl PeerTable {
     }
 }
 
+/// A peer as this node knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerView {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+    /// Its peer NIs.
+    pub nis: Vec<PeerNiView>,
+    /// Its NIDs with their status as its ping info or its last push gave it (true: up;
+    /// NIDs added by hand are up).
+    pub nids: Vec<(Nid, bool)>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct AddPeer {
+    pub(super) primary: Nid,
+    pub(super) nids: Vec<Nid>,
+    pub(super) multi_rail: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "Vec<PeerView>")]
+pub(super) struct ListPeers;
+
+impl LnetActor {
+    pub(super) fn ensure_peer_ni(&mut self, nid: Nid) {
+        if self.peer_nis.contains_key(&nid) {
+            return;
+        }
+        let Some(recovery) = self.peer_recovery.clone() else {
+            return;
+        };
+        let (actor, view) = PeerNiActor::new(
+            nid,
+            self.config.peer_credits,
+            self.clock,
+            self.events.clone(),
+            recovery,
+        );
+        let addr = self.place(actor);
+        self.peer_nis
+            .insert(nid, PeerNiEntry { addr, view, seq: 0 });
+    }
+
+    /// Makes `nids` one peer (merging any peers that held one of them).
+    pub(super) fn set_peer(
+        &mut self,
+        primary: Nid,
+        nids: Vec<Nid>,
+        multi_rail: bool,
+        configured: bool,
+    ) {
+        let nids: Vec<Nid> = nids.into_iter().filter(|n| !self.is_local(n)).collect();
+        for nid in &nids {
+            self.ensure_peer_ni(*nid);
+        }
+        self.peers.set(primary, nids, multi_rail, configured);
+    }
+}
+
+impl Handler<AddPeer> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: AddPeer, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        if m.nids.is_empty() || m.nids.iter().any(|n| self.is_local(n)) {
+            return Err(NodeError::BadPeer {
+                reason: BadPeerReason::NoUsableNid,
+            });
+        }
+        let mut nids = m.nids;
+        if !nids.contains(&m.primary) {
+            nids.insert(0, m.primary);
+        }
+        self.peers
+            .check_configured(m.primary, &nids)
+            .map_err(|reason| NodeError::BadPeer { reason })?;
+        self.set_peer(m.primary, nids, m.multi_rail, true);
+        Ok(())
+    }
+}
+
+impl Handler<ListPeers> for LnetActor {
+    type Result = MessageResult<ListPeers>;
+
+    fn handle(&mut self, _: ListPeers, _ctx: &mut Context<Self>) -> MessageResult<ListPeers> {
+        MessageResult(
+            self.peers
+                .iter()
+                .map(|p| PeerView {
+                    primary: p.primary,
+                    multi_rail: p.multi_rail,
+                    nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
+                    nis: p
+                        .nids
+                        .iter()
+                        .filter_map(|n| self.peer_nis.get(n))
+                        .map(|e| e.view.borrow().clone())
+                        .collect(),
+                })
+                .collect(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,7 +276,7 @@ mod tests {
         // ... a configured peer's NIDs may not.
         assert_eq!(
             t.check_configured(nid("10.0.0.7@tcp"), &[nid("10.0.0.9@tcp")]),
-            Err(NidTaken {
+            Err(BadPeerReason::NidTaken {
                 nid: nid("10.0.0.9@tcp"),
                 owner: nid("10.0.0.1@tcp"),
             })

@@ -1,0 +1,249 @@
+//! Ping and discovery: this node's ping info, learning a peer from its ping reply or
+//! push, pushing changed ping info to the discovered peers, recovery pings, and the
+//! results of [`Node::ping`](super::Node::ping) and
+//! [`Node::discover`](super::Node::discover).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use lnet::health::check::NiState;
+use lnet::ping::RESERVED_PORTAL;
+use lnet::recovery::RecoveryKind;
+use lnet::{Features, Message as LnetMsg, NiStatus, Nid, PingInfo, WireHandle, PING_MATCHBITS};
+
+use super::error::NodeError;
+use super::txn::{Outcome, StartTxn};
+use super::{LnetActor, PING_SINK_LENGTH};
+use crate::events::RouteCause;
+use crate::recovery::PingDue;
+
+/// The answer to a ping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingReply {
+    /// The NID that answered.
+    pub from: Nid,
+    /// Its ping info.
+    pub info: PingInfo,
+}
+
+impl PingReply {
+    /// The peer's NIDs with their status, in the order of its ping info.
+    pub fn nids(&self) -> Vec<(Nid, bool)> {
+        self.info.statuses().map(|(n, s)| (n, s.is_up())).collect()
+    }
+}
+
+/// Why a ping failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PingFailure {
+    /// The node refused it.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The GET or its REPLY failed.
+    #[error("ping failed: {0:?}")]
+    Failed(Outcome),
+    /// The REPLY was not a valid ping info.
+    #[error("bad ping info: {0}")]
+    BadInfo(String),
+}
+
+/// What discovery learned about a peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredPeer {
+    /// Its primary NID.
+    pub primary: Nid,
+    /// Its NIDs, with their status.
+    pub nids: Vec<(Nid, bool)>,
+    /// Whether it is Multi-Rail.
+    pub multi_rail: bool,
+    /// Whether our push to it was ACKed (only Multi-Rail, discovery-capable peers are
+    /// pushed to).
+    pub pushed: bool,
+}
+
+#[derive(Message)]
+#[rtype(result = "PingInfo")]
+pub(super) struct OwnInfo;
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct LearnPeer(pub(super) PingInfo, pub(super) Nid);
+
+/// A local NI's status flipped (UP/DOWN).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct NiStatusChanged;
+
+impl LnetActor {
+    pub(super) fn own_info(&self) -> PingInfo {
+        let mut features = Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY;
+        if !self.config.tunables.routing() || self.routes.draining() {
+            features |= Features::RTE_DISABLED;
+        }
+        let nis = self
+            .ni_order
+            .iter()
+            .filter_map(|nid| self.nis.get(nid))
+            .map(|e| {
+                let v = e.view.borrow();
+                let routing = self.config.tunables.routing();
+                if v.state == NiState::Up && !self.routes.advertised_down(&v.nid, routing) {
+                    NiStatus::up(v.nid)
+                } else {
+                    NiStatus::down(v.nid)
+                }
+            })
+            .collect();
+        PingInfo::new(self.config.pid, self.seqno, features, nis)
+    }
+}
+
+impl LnetActor {
+    pub(super) fn learn(&mut self, info: PingInfo, from: Nid) {
+        let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
+        let primary = nids.first().copied().unwrap_or(from);
+        let mr = info.features.contains(Features::MULTI_RAIL);
+        self.set_peer(
+            primary,
+            if nids.is_empty() { vec![from] } else { nids },
+            mr,
+            false,
+        );
+        let down: HashSet<Nid> = info
+            .statuses()
+            .filter(|(_, s)| !s.is_up())
+            .map(|(n, _)| n)
+            .collect();
+        let push = mr && info.features.contains(Features::DISCOVERY);
+        if let Some(peer) = self.peers.by_primary_mut(&primary) {
+            peer.down = down;
+            peer.push = push;
+        }
+    }
+
+    /// This node's ping info changed (an NI was added, or an NI's status flipped): pushes
+    /// it (a PUT with ACK on the reserved portal) to every discovered Multi-Rail,
+    /// discovery-capable peer. Nobody waits for the ACKs.
+    pub(super) fn push_all(&mut self, ctx: &mut Context<Self>) {
+        let targets: Vec<Nid> = self
+            .peers
+            .iter()
+            .filter(|p| p.push && p.multi_rail)
+            .map(|p| p.primary)
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        let payload = match self.own_info().encode() {
+            Ok(p) => Bytes::from(p),
+            Err(e) => {
+                tracing::warn!(%e, "own ping info does not encode");
+                return;
+            }
+        };
+        let timeout = Duration::from_secs(u64::from(self.config.tunables.transaction_timeout()));
+        for dest in targets {
+            if let Err(e) = self.start_txn(push_request(dest, payload.clone(), timeout), None, ctx)
+            {
+                tracing::debug!(%dest, %e, "push not sent");
+            }
+        }
+    }
+}
+
+impl LnetActor {
+    pub(super) fn recovery_ping(&mut self, due: PingDue, ctx: &mut Context<Self>) {
+        let (pin_local, pin_peer, dest) = match due.queue {
+            RecoveryKind::LocalNi => {
+                // Through the NI being recovered, to a known peer NI on its net.
+                let Some(peer) = self
+                    .peer_nis
+                    .keys()
+                    .filter(|p| p.net == due.nid.net)
+                    .min()
+                    .copied()
+                else {
+                    return;
+                };
+                (Some(due.nid), Some(peer), peer)
+            }
+            RecoveryKind::PeerNi => (None, Some(due.nid), due.nid),
+        };
+        let req = StartTxn {
+            dest,
+            msg: ping_get(),
+            payload: Bytes::new(),
+            timeout: Duration::from_secs(u64::from(self.config.tunables.transaction_timeout())),
+            want_response: true,
+        };
+        let _ = self.start_txn(req, Some((due.queue, pin_local, pin_peer)), ctx);
+    }
+}
+
+/// A discovery push of `payload` (this node's ping info) to `dest`: a PUT with ACK on the
+/// reserved portal.
+pub(super) fn push_request(dest: Nid, payload: Bytes, timeout: Duration) -> StartTxn {
+    StartTxn {
+        dest,
+        msg: LnetMsg::Put {
+            // Any handle but NONE: start_txn puts the transaction's own there.
+            ack_wmd: WireHandle {
+                interface_cookie: 1,
+                object_cookie: 1,
+            },
+            match_bits: PING_MATCHBITS,
+            hdr_data: 0,
+            ptl_index: RESERVED_PORTAL,
+            offset: 0,
+        },
+        payload,
+        timeout,
+        want_response: true,
+    }
+}
+
+pub(super) fn ping_get() -> LnetMsg {
+    LnetMsg::Get {
+        return_wmd: WireHandle::NONE,
+        match_bits: PING_MATCHBITS,
+        ptl_index: RESERVED_PORTAL,
+        src_offset: 0,
+        sink_length: PING_SINK_LENGTH,
+    }
+}
+
+impl Handler<PingDue> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, due: PingDue, ctx: &mut Context<Self>) {
+        self.recovery_ping(due, ctx);
+    }
+}
+
+impl Handler<OwnInfo> for LnetActor {
+    type Result = MessageResult<OwnInfo>;
+
+    fn handle(&mut self, _: OwnInfo, _ctx: &mut Context<Self>) -> MessageResult<OwnInfo> {
+        MessageResult(self.own_info())
+    }
+}
+
+impl Handler<LearnPeer> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, LearnPeer(info, from): LearnPeer, _ctx: &mut Context<Self>) {
+        self.gateway_info(&info, from, RouteCause::PingReply);
+        self.learn(info, from);
+    }
+}
+
+impl Handler<NiStatusChanged> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, _: NiStatusChanged, ctx: &mut Context<Self>) {
+        self.push_all(ctx);
+    }
+}

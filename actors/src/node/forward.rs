@@ -1,0 +1,123 @@
+//! Forwarding, as a router: a message for another node goes on to its destination or
+//! to the next gateway with its header as it came, or is dropped, counted and reported;
+//! and draining before the node stops.
+
+use actix::prelude::*;
+use lnd::RxMessage;
+use lnet::time::Millis;
+use lnet::Net;
+
+use super::{bump, LnetActor, OutMsg};
+use crate::events::{Event, ForwardDrop, NetStatusReason};
+use crate::router::{Release, Ticket};
+
+impl LnetActor {
+    /// Forwards a message for another node, holding router buffer `ticket`.
+    pub(super) fn forward(&mut self, rx: RxMessage, ticket: Ticket) {
+        let h = rx.header;
+        let dest = h.dest_nid;
+        if dest.net == rx.ni.net {
+            // It should have gone direct: a protocol error the kernel refuses too.
+            tracing::warn!(src = %h.src_nid, %dest, via = %rx.from.nid, "forward on the destination's own net refused");
+            bump(&mut self.counters, "drop_count");
+            self.router.do_send(Release(ticket));
+            return;
+        }
+        let id = self.next();
+        let deadline = self.clock.now().saturating_add(Millis::from_secs(u64::from(
+            self.config.tunables.transaction_timeout(),
+        )));
+        let pin_peer = self.has_net(dest.net).then_some(dest);
+        self.msgs.insert(
+            id,
+            OutMsg {
+                header: h,
+                payload: rx.payload,
+                target: dest,
+                txn: None,
+                deadline,
+                retries: 0,
+                recovery_ping: false,
+                pin_local: None,
+                pin_peer,
+                attempt: None,
+                abandoned: false,
+                forward: Some(ticket),
+            },
+        );
+        self.dispatch(id);
+    }
+
+    /// A message being forwarded is dropped: counted, and an event says why.
+    pub(super) fn drop_forward(&mut self, id: u64, reason: ForwardDrop) {
+        let Some(msg) = self.retire(id) else {
+            return;
+        };
+        bump(&mut self.counters, "drop_count");
+        let len = u64::try_from(msg.payload.len()).unwrap_or(u64::MAX);
+        let n = self.counters.entry("drop_length").or_default();
+        *n = n.saturating_add(len);
+        self.events.publish(Event::ForwardDropped {
+            at: self.clock.now(),
+            src: msg.header.src_nid,
+            dest: msg.header.dest_nid,
+            reason,
+        });
+    }
+
+    /// Why a forwarded message for `net` has no path.
+    pub(super) fn no_path(&self, net: Net) -> ForwardDrop {
+        self.routes.no_path_reason(net, self.has_net(net))
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub(super) struct StartDrain;
+
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub(super) struct ForwardsInFlight;
+
+impl Handler<StartDrain> for LnetActor {
+    type Result = usize;
+
+    fn handle(&mut self, _: StartDrain, ctx: &mut Context<Self>) -> usize {
+        if !self.routes.draining {
+            self.routes.draining = true;
+            for net in self.routes.nets.keys() {
+                self.events.publish(Event::NetStatus {
+                    at: self.clock.now(),
+                    net: *net,
+                    up: false,
+                    reason: NetStatusReason::Draining,
+                });
+            }
+            self.push_all(ctx);
+        }
+        self.forwards_in_flight()
+    }
+}
+
+impl Handler<ForwardsInFlight> for LnetActor {
+    type Result = usize;
+
+    fn handle(&mut self, _: ForwardsInFlight, _ctx: &mut Context<Self>) -> usize {
+        self.forwards_in_flight()
+    }
+}
+
+impl LnetActor {
+    fn forwards_in_flight(&self) -> usize {
+        self.msgs.values().filter(|m| m.forward.is_some()).count()
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drained {
+    /// Forwarded messages under way when the drain began.
+    pub in_flight_at_start: usize,
+    /// Forwarded messages still under way when it ended (0 unless the bound was hit).
+    pub left: usize,
+}

@@ -1,0 +1,270 @@
+//! The management messages of the LNet actor and their handlers: adding and removing
+//! NIs, listing NIs and recovery queues, setting health, tunables, UDSP rules and NUMA
+//! nodes, the show settings and the counters.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use actix::prelude::*;
+use lnet::health::HealthValue;
+use lnet::recovery::{RecoveryConfig, RecoveryEntry, RecoveryKind};
+use lnet::tunables::Tunables;
+use lnet::udsp::UdspPolicy;
+use lnet::Nid;
+
+use super::discovery::NiStatusChanged;
+use super::error::NodeError;
+use super::{LnetActor, LocalNiEntry};
+use crate::driver::Driver;
+use crate::ni::{tell, LocalNiActor, LocalNiView, SetHealth};
+use crate::recovery::{Configure, Forget, List};
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct AddNi {
+    pub(super) driver: Arc<dyn Driver>,
+    pub(super) credits: u32,
+}
+
+/// Takes NI `0` out of the node; answers its driver, to be stopped.
+#[derive(Message)]
+#[rtype(result = "Result<Arc<dyn Driver>, NodeError>")]
+pub(super) struct RemoveNi(pub(super) Nid);
+
+#[derive(Message)]
+#[rtype(result = "Vec<LocalNiView>")]
+pub(super) struct ListNis;
+
+#[derive(Message)]
+#[rtype(result = "Result<Vec<RecoveryEntry<Nid>>, NodeError>")]
+pub(super) struct ListRecovery(pub(super) RecoveryKind);
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct SetNiHealth {
+    pub(super) local: bool,
+    pub(super) nid: Nid,
+    pub(super) value: HealthValue,
+}
+
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SetTunables(pub(super) Tunables);
+
+#[derive(Message)]
+#[rtype(result = "BTreeMap<&'static str, u64>")]
+pub(super) struct Counters;
+
+/// The settings the show documents print: the default peer NI tx credits and the number
+/// of CPTs.
+#[derive(Message)]
+#[rtype(result = "(u32, usize)")]
+pub(super) struct ShowSettings;
+
+/// Replaces the UDSP rules.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct SetUdsp(pub(super) UdspPolicy);
+
+/// The UDSP rules in force.
+#[derive(Message)]
+#[rtype(result = "UdspPolicy")]
+pub(super) struct GetUdsp;
+
+/// Sets the NUMA node of a local NI's device.
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct SetNiNumaNode(pub(super) Nid, pub(super) Option<u32>);
+
+impl Handler<AddNi> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: AddNi, ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        let nid = m.driver.nid();
+        if self.nis.contains_key(&nid) {
+            return Err(NodeError::NiExists { nid });
+        }
+        let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
+        let driver = Arc::clone(&m.driver);
+        let (actor, view) = LocalNiActor::new(
+            m.driver,
+            m.credits,
+            self.clock,
+            self.events.clone(),
+            recovery,
+            self.completions.clone(),
+        );
+        let addr = self.place(actor);
+        // Watch the NI's status: a flip patches the ping info in place (same seqno) and
+        // is pushed to the discovered peers.
+        let mut status = view.clone();
+        // A weak address: the NI actor must not keep the node alive.
+        let me = ctx.address().downgrade();
+        actix::spawn(async move {
+            let mut last = status.borrow_and_update().state;
+            while status.changed().await.is_ok() {
+                let state = status.borrow_and_update().state;
+                if state != last {
+                    last = state;
+                    let Some(addr) = me.upgrade() else {
+                        break;
+                    };
+                    if addr.send(NiStatusChanged).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        self.nis.insert(
+            nid,
+            LocalNiEntry {
+                addr,
+                driver,
+                numa_node: None,
+                view,
+                seq: 0,
+            },
+        );
+        self.ni_order.push(nid);
+        self.routes.net_added(nid.net, self.clock.now());
+        self.update_policy();
+        self.seqno = self.seqno.wrapping_add(1);
+        self.push_all(ctx);
+        Ok(())
+    }
+}
+
+impl Handler<RemoveNi> for LnetActor {
+    type Result = Result<Arc<dyn Driver>, NodeError>;
+
+    fn handle(&mut self, RemoveNi(nid): RemoveNi, ctx: &mut Context<Self>) -> Self::Result {
+        let entry = self.nis.remove(&nid).ok_or(NodeError::NoSuchNi { nid })?;
+        self.ni_order.retain(|n| *n != nid);
+        let last_on_net = !self.has_net(nid.net);
+        self.routes.ni_removed(&nid, last_on_net);
+        if let Some(q) = &self.local_recovery {
+            q.do_send(Forget { nid });
+        }
+        self.update_policy();
+        // The ping info lost an entry: a new sequence number, pushed to the peers.
+        self.seqno = self.seqno.wrapping_add(1);
+        self.push_all(ctx);
+        Ok(entry.driver)
+    }
+}
+
+impl Handler<ListNis> for LnetActor {
+    type Result = MessageResult<ListNis>;
+
+    fn handle(&mut self, _: ListNis, _ctx: &mut Context<Self>) -> MessageResult<ListNis> {
+        MessageResult(
+            self.ni_order
+                .iter()
+                .filter_map(|n| self.nis.get(n))
+                .map(|e| e.view.borrow().clone())
+                .collect(),
+        )
+    }
+}
+
+impl Handler<ListRecovery> for LnetActor {
+    type Result = ResponseFuture<Result<Vec<RecoveryEntry<Nid>>, NodeError>>;
+
+    fn handle(
+        &mut self,
+        ListRecovery(kind): ListRecovery,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
+        let addr = self.recovery(kind).cloned();
+        Box::pin(async move {
+            let addr = addr.ok_or(NodeError::Stopped)?;
+            Ok(addr.send(List).await?)
+        })
+    }
+}
+
+impl Handler<SetNiHealth> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: SetNiHealth, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        if m.local {
+            let e = self
+                .nis
+                .get(&m.nid)
+                .ok_or(NodeError::NoSuchNi { nid: m.nid })?;
+            tell(&e.addr, SetHealth(m.value));
+        } else {
+            let e = self
+                .peer_nis
+                .get(&m.nid)
+                .ok_or(NodeError::NoSuchPeerNi { nid: m.nid })?;
+            tell(&e.addr, SetHealth(m.value));
+        }
+        Ok(())
+    }
+}
+
+impl Handler<SetTunables> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, SetTunables(t): SetTunables, _ctx: &mut Context<Self>) {
+        let recovery = RecoveryConfig::from(&t);
+        for addr in [&self.local_recovery, &self.peer_recovery]
+            .into_iter()
+            .flatten()
+        {
+            tell(addr, Configure(recovery));
+        }
+        if t.routing() && !self.config.tunables.routing() {
+            self.routes.restart_nets(self.clock.now());
+        }
+        self.config.tunables = t;
+        self.update_policy();
+    }
+}
+
+impl Handler<SetUdsp> for LnetActor {
+    type Result = ();
+
+    fn handle(&mut self, SetUdsp(policy): SetUdsp, _ctx: &mut Context<Self>) {
+        self.config.udsp = policy;
+    }
+}
+
+impl Handler<GetUdsp> for LnetActor {
+    type Result = MessageResult<GetUdsp>;
+
+    fn handle(&mut self, _: GetUdsp, _ctx: &mut Context<Self>) -> MessageResult<GetUdsp> {
+        MessageResult(self.config.udsp.clone())
+    }
+}
+
+impl Handler<SetNiNumaNode> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(
+        &mut self,
+        SetNiNumaNode(nid, node): SetNiNumaNode,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
+        let e = self.nis.get_mut(&nid).ok_or(NodeError::NoSuchNi { nid })?;
+        e.numa_node = node;
+        Ok(())
+    }
+}
+
+impl Handler<ShowSettings> for LnetActor {
+    type Result = MessageResult<ShowSettings>;
+
+    fn handle(&mut self, _: ShowSettings, _ctx: &mut Context<Self>) -> MessageResult<ShowSettings> {
+        MessageResult((self.config.peer_credits, self.config.cpts.len()))
+    }
+}
+
+impl Handler<Counters> for LnetActor {
+    type Result = MessageResult<Counters>;
+
+    fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
+        MessageResult(self.counters.clone())
+    }
+}

@@ -1,0 +1,307 @@
+//! The router checker and the net check: every [`ROUTER_TICK`] the gateways that are due
+//! are pinged (and pushed to); while routing, each local net is checked for silence and
+//! probed, links are set up or down, and every change of what this node advertises is
+//! pushed to its peers.
+
+use std::time::Duration;
+
+use actix::prelude::*;
+use bytes::Bytes;
+use lnd::RxMessage;
+use lnet::netcheck::{Heard, NetChange, NetCheckMode};
+use lnet::ping::{INTERFACES_MAX_DEFAULT, RESERVED_PORTAL};
+use lnet::route::{GatewayAlive, GatewayDown};
+use lnet::time::Millis;
+use lnet::{Features, Message as LnetMsg, Net, Nid, PingInfo, PING_MATCHBITS};
+
+use super::discovery::{ping_get, push_request};
+use super::error::NodeError;
+use super::txn::{MsgEvent, MsgEventKind, StartTxn};
+use super::{bump, LnetActor};
+use crate::events::{Event, NetStatusReason, RouteCause};
+
+/// How often the router checker and the net check look at the clock.
+pub(super) const ROUTER_TICK: Duration = Duration::from_millis(100);
+
+impl LnetActor {
+    /// Something arrived: a routed message from a dead gateway revives it; while routing,
+    /// the net it came on is alive.
+    pub(super) fn heard(&mut self, rx: &RxMessage, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let from = rx.from.nid;
+        if rx.header.src_nid.net != from.net {
+            if let Some(g) = self.routes.gateways.get_mut(&from) {
+                if matches!(g.view.alive, GatewayAlive::Dead(_)) {
+                    g.view.alive = GatewayAlive::Alive;
+                    self.recompute_routes(RouteCause::Traffic);
+                }
+            }
+        }
+        if !self.config.tunables.routing() {
+            return;
+        }
+        let ping = matches!(
+            rx.header.msg,
+            LnetMsg::Get {
+                ptl_index: RESERVED_PORTAL,
+                match_bits: PING_MATCHBITS,
+                ..
+            }
+        ) && !self.is_local(&rx.header.src_nid);
+        let what = if ping { Heard::Ping } else { Heard::Other };
+        let mode = self.routes.net_check;
+        let net = rx.ni.net;
+        let change = self
+            .routes
+            .nets
+            .get_mut(&net)
+            .and_then(|l| l.heard(now, what, mode));
+        if change == Some(NetChange::Up) {
+            self.events.publish(Event::NetStatus {
+                at: now,
+                net,
+                up: true,
+                reason: NetStatusReason::Heard,
+            });
+            self.push_all(ctx);
+        }
+    }
+}
+
+impl LnetActor {
+    /// Every [`ROUTER_TICK`]: pings the gateways that are due, and (while routing)
+    /// checks and probes the local nets.
+    pub(super) fn router_tick(&mut self, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let interval = self.routes.check.interval;
+        if interval > Millis::ZERO {
+            let due: Vec<Nid> = self
+                .routes
+                .gateways
+                .iter()
+                .filter(|(_, g)| {
+                    !g.checking
+                        && g.last_check
+                            .is_none_or(|t| now.saturating_sub(t) >= interval)
+                })
+                .map(|(n, _)| *n)
+                .collect();
+            for gw in due {
+                self.check_gateway(gw, ctx);
+            }
+        }
+        if !self.config.tunables.routing() {
+            return;
+        }
+        let mode = self.routes.net_check;
+        let nets: Vec<Net> = self.routes.nets.keys().copied().collect();
+        let mut changed = false;
+        for net in nets {
+            let can_probe = self.peer_nis.keys().any(|p| p.net == net);
+            let Some(l) = self.routes.nets.get_mut(&net) else {
+                continue;
+            };
+            let tick = l.tick(now, mode, can_probe);
+            let silent = now.saturating_sub(l.last_heard());
+            if tick.down {
+                changed = true;
+                self.events.publish(Event::NetStatus {
+                    at: now,
+                    net,
+                    up: false,
+                    reason: NetStatusReason::Silent {
+                        for_ms: silent.as_millis(),
+                    },
+                });
+            }
+            if tick.probe {
+                self.probe_net(net, ctx);
+            }
+        }
+        if changed {
+            self.push_all(ctx);
+        }
+    }
+
+    /// Pings a known peer NI on silent net `net` (round robin), from an NI on that net.
+    pub(super) fn probe_net(&mut self, net: Net, ctx: &mut Context<Self>) {
+        let mut peers: Vec<Nid> = self
+            .peer_nis
+            .keys()
+            .filter(|p| p.net == net)
+            .copied()
+            .collect();
+        peers.sort();
+        let Some(ni) = self.nis.keys().find(|n| n.net == net).copied() else {
+            return;
+        };
+        if peers.is_empty() {
+            return;
+        }
+        self.routes.probe_rr = self.routes.probe_rr.wrapping_add(1);
+        let Some(peer) = peers.get(self.routes.probe_rr % peers.len()).copied() else {
+            return;
+        };
+        let timeout = match self.routes.net_check {
+            NetCheckMode::Active { down_after, .. } => down_after,
+            _ => Millis::from_secs(1),
+        };
+        let req = StartTxn {
+            dest: peer,
+            msg: ping_get(),
+            payload: Bytes::new(),
+            timeout: Duration::from_millis(timeout.as_millis().max(1)),
+            want_response: true,
+        };
+        bump(&mut self.counters, "net_probes");
+        // The reply itself marks the net alive (it arrives on the net).
+        let _ = self.start_txn(
+            req,
+            Some((lnet::recovery::RecoveryKind::LocalNi, Some(ni), Some(peer))),
+            ctx,
+        );
+    }
+
+    /// Pings gateway `gw`; the reply (or its absence) updates its view.
+    pub(super) fn check_gateway(&mut self, gw: Nid, ctx: &mut Context<Self>) {
+        let now = self.clock.now();
+        let timeout = Duration::from_millis(self.routes.check.ping_timeout.as_millis().max(1));
+        let req = StartTxn {
+            dest: gw,
+            msg: ping_get(),
+            payload: Bytes::new(),
+            timeout,
+            want_response: true,
+        };
+        let Some(g) = self.routes.gateways.get_mut(&gw) else {
+            return;
+        };
+        g.last_check = Some(now);
+        match self.start_txn(req, None, ctx) {
+            Ok(txn) => {
+                if let Some(g) = self.routes.gateways.get_mut(&gw) {
+                    g.checking = true;
+                }
+                ctx.spawn(
+                    txn.finish()
+                        .into_actor(self)
+                        .map(move |events, act, ctx| act.gateway_checked(gw, events, ctx)),
+                );
+            }
+            Err(e) => tracing::debug!(%gw, %e, "gateway ping not sent"),
+        }
+    }
+
+    pub(super) fn gateway_checked(
+        &mut self,
+        gw: Nid,
+        events: Vec<MsgEvent>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Some(g) = self.routes.gateways.get_mut(&gw) {
+            g.checking = false;
+        }
+        let info = events
+            .last()
+            .filter(|e| e.kind == MsgEventKind::Reply && e.status.is_ok())
+            .and_then(|e| e.payload.as_ref())
+            .map(|p| PingInfo::decode_validated(p, INTERFACES_MAX_DEFAULT));
+        match info {
+            Some(Ok(info)) => {
+                let push = info
+                    .features
+                    .contains(Features::MULTI_RAIL | Features::DISCOVERY);
+                self.learn(info.clone(), gw);
+                self.gateway_info(&info, gw, RouteCause::PingReply);
+                if push {
+                    self.push_to(gw, ctx);
+                }
+            }
+            Some(Err(e)) => {
+                // An invalid reply does not complete the check: ask again next tick.
+                tracing::debug!(%gw, %e, "gateway ping info invalid");
+                if let Some(g) = self.routes.gateways.get_mut(&gw) {
+                    g.last_check = None;
+                }
+            }
+            None => {
+                let why = match events.last().map(|e| e.status) {
+                    Some(super::Outcome::Failed {
+                        reason: super::FailReason::Timeout,
+                        ..
+                    })
+                    | None => GatewayDown::NoReply,
+                    Some(super::Outcome::Failed { status, .. }) => GatewayDown::SendFailed(status),
+                    Some(super::Outcome::Ok) => GatewayDown::NoReply,
+                };
+                if let Some(g) = self.routes.gateways.get_mut(&gw) {
+                    g.view.alive = GatewayAlive::Dead(why);
+                }
+                self.recompute_routes(RouteCause::PingFailed);
+            }
+        }
+    }
+
+    /// Pushes this node's ping info to `dest` (discovery push; nobody waits for the ACK).
+    pub(super) fn push_to(&mut self, dest: Nid, ctx: &mut Context<Self>) {
+        let payload = match self.own_info().encode() {
+            Ok(p) => Bytes::from(p),
+            Err(e) => {
+                tracing::warn!(%e, "own ping info does not encode");
+                return;
+            }
+        };
+        let timeout = Duration::from_millis(self.routes.check.ping_timeout.as_millis().max(1));
+        let req = push_request(dest, payload, timeout);
+        if let Err(e) = self.start_txn(req, None, ctx) {
+            tracing::debug!(%dest, %e, "push to gateway not sent");
+        }
+    }
+}
+
+impl LnetActor {
+    /// Whether some NI on `net` has its link up.
+    pub(super) fn net_has_link(&self, net: Net) -> bool {
+        self.nis
+            .keys()
+            .any(|n| n.net == net && !self.routes.link_down(n))
+    }
+
+    /// The NI's link went down or came up.
+    pub(super) fn set_link(&mut self, nid: Nid, up: bool, ctx: &mut Context<Self>) {
+        let changed = if up {
+            self.routes.link_down.remove(&nid)
+        } else {
+            self.routes.link_down.insert(nid)
+        };
+        if !changed {
+            return;
+        }
+        self.events.publish(Event::NetStatus {
+            at: self.clock.now(),
+            net: nid.net,
+            up,
+            reason: NetStatusReason::Link,
+        });
+        self.push_all(ctx);
+    }
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct SetLink {
+    pub(super) nid: Nid,
+    pub(super) up: bool,
+}
+
+impl Handler<SetLink> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: SetLink, ctx: &mut Context<Self>) -> Self::Result {
+        if !self.nis.contains_key(&m.nid) {
+            return Err(NodeError::NoSuchNi { nid: m.nid });
+        }
+        self.set_link(m.nid, m.up, ctx);
+        Ok(())
+    }
+}
