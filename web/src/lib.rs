@@ -34,7 +34,6 @@
 mod api;
 pub mod auth;
 pub mod dashboard;
-pub mod dto;
 pub mod error;
 pub mod events;
 mod extract;
