@@ -177,8 +177,15 @@ impl IntoResponse for ApiError {
 }
 
 impl From<actors::NodeError> for ApiError {
+    /// Every variant has its status: 404 for a missing NI, 409 for a conflict with the
+    /// node's state, 422 for a refused value, 503 when the node is stopped. A variant added
+    /// to [`actors::NodeError`] after this mapping is a 500 naming it, until it is mapped.
     fn from(e: actors::NodeError) -> ApiError {
         use actors::NodeError as N;
+        let conflict = |message: String| ApiError::Conflict {
+            field: None,
+            message,
+        };
         match e {
             N::NoSuchNi { nid } => ApiError::not_found("nid", format!("no local NI {nid}")),
             N::NoSuchPeerNi { nid } => ApiError::not_found("nid", format!("no peer NI {nid}")),
@@ -186,20 +193,17 @@ impl From<actors::NodeError> for ApiError {
                 "nid",
                 format!("local NI {nid} has no fault hooks (its LND does not take fault rules)"),
             ),
-            N::BadPeer { reason } => ApiError::unprocessable("nids", reason),
+            N::BadPeer { .. } => ApiError::unprocessable("nids", e.to_string()),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
-            N::Busy { max } => ApiError::Conflict {
-                field: None,
-                message: format!("too many messages in flight ({max}); try again"),
-            },
+            N::Busy { max } => conflict(format!("too many messages in flight ({max}); try again")),
             N::FaultRule(e) => fault_add_error(e),
             N::Route { error } => route_error(&error),
             N::Stopped => ApiError::Unavailable {
                 message: "the node is stopped".into(),
             },
-            other => ApiError::Conflict {
-                field: None,
-                message: other.to_string(),
+            N::NiStart { .. } | N::Udsp { .. } => conflict(e.to_string()),
+            _ => ApiError::Internal {
+                message: format!("node error without an HTTP status: {e}"),
             },
         }
     }
@@ -276,4 +280,60 @@ pub enum WebError {
     /// The node did not answer while the server was starting.
     #[error("node: {0}")]
     Node(#[from] actors::NodeError),
+}
+
+#[cfg(test)]
+mod tests {
+    use actors::NodeError as N;
+    use lnd::lnd::fault::FaultAddError;
+    use lnet::route::RouteError;
+    use lnet::udsp::UdspError;
+    use lnet::{Net, Nid};
+
+    use super::*;
+
+    #[test]
+    fn every_node_error_has_its_status() {
+        let nid: Nid = "10.0.0.1@tcp".parse().unwrap();
+        let cases = [
+            (
+                N::Route {
+                    error: RouteError::LocalNet { net: Net::LO },
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                N::NiStart {
+                    reason: "no such interface".into(),
+                },
+                StatusCode::CONFLICT,
+            ),
+            (N::NiExists { nid }, StatusCode::CONFLICT),
+            (N::NoSuchNi { nid }, StatusCode::NOT_FOUND),
+            (N::NoSuchPeerNi { nid }, StatusCode::NOT_FOUND),
+            (
+                N::BadPeer {
+                    reason: "a peer needs NIDs".into(),
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (N::Busy { max: 8 }, StatusCode::CONFLICT),
+            (N::Stopped, StatusCode::SERVICE_UNAVAILABLE),
+            (N::NoFaultHooks { nid }, StatusCode::CONFLICT),
+            (
+                N::FaultRule(FaultAddError::Full { max: 4 }),
+                StatusCode::CONFLICT,
+            ),
+            (
+                N::Udsp(UdspError::PriorityOnPreferred { index: 0 }),
+                StatusCode::CONFLICT,
+            ),
+        ];
+        for (error, status) in cases {
+            let text = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!(api.status(), status, "{text}");
+            assert!(!api.body().error.message.is_empty(), "{text}");
+        }
+    }
 }
