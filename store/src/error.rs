@@ -71,7 +71,7 @@ pub enum DecodeError {
     NidBytes {
         /// lnet's reason.
         #[source]
-        source: lnet::NidError,
+        source: Box<lnet::NidError>,
     },
     /// A name key (tunable, token) is not one the schema allows.
     #[error("invalid name {text:?}: {reason}")]

@@ -257,25 +257,34 @@ pub enum WebError {
         /// Why.
         source: std::io::Error,
     },
-    /// A certificate or key file holds no usable PEM item.
-    #[error("{path}: {reason}")]
+    /// A certificate or key file is not PEM, or holds no item of the kind wanted.
+    #[error("{path}: {source}")]
     Pem {
         /// The file.
         path: std::path::PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{path}: no certificate")]
+    NoCertificate {
+        /// The file.
+        path: std::path::PathBuf,
     },
     /// rustls refused the certificate and key.
-    #[error("TLS configuration: {reason}")]
+    #[error("TLS configuration: {source}")]
     Tls {
         /// Why.
-        reason: String,
+        #[source]
+        source: rustls::Error,
     },
     /// The self-signed certificate could not be generated.
-    #[error("self-signed certificate: {reason}")]
+    #[error("self-signed certificate: {source}")]
     CertGen {
         /// Why.
-        reason: String,
+        #[source]
+        source: rcgen::Error,
     },
     /// The node did not answer while the server was starting.
     #[error("node: {0}")]
