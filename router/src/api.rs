@@ -78,16 +78,20 @@ impl TokenVerifier for StoreTokens {
 #[derive(Debug, Clone)]
 pub struct StoreLog(pub Arc<Store>);
 
+/// An event field that does not read as the `what` it names.
+fn not_a(what: &str, text: &str, e: lnet::NidError) -> SinkError {
+    SinkError::Refused {
+        reason: format!("not a {what}: {text}"),
+        source: Some(Box::new(e)),
+    }
+}
+
 fn nid(s: &str) -> Result<Nid, SinkError> {
-    s.parse().map_err(|_| SinkError {
-        reason: format!("not a NID: {s}"),
-    })
+    s.parse().map_err(|e| not_a("NID", s, e))
 }
 
 fn net(s: &str) -> Result<Net, SinkError> {
-    s.parse().map_err(|_| SinkError {
-        reason: format!("not a net: {s}"),
-    })
+    s.parse().map_err(|e| not_a("net", s, e))
 }
 
 fn status(s: &str) -> Option<lnet::health::HealthStatus> {
@@ -159,8 +163,9 @@ pub fn to_store(body: &EventBody) -> Result<store::Event, SinkError> {
             to_peer_ni,
             retry,
         } => S::Resend {
-            status: status(st).ok_or_else(|| SinkError {
+            status: status(st).ok_or_else(|| SinkError::Refused {
                 reason: format!("not a health status: {st}"),
+                source: None,
             })?,
             from_ni: nid(from_ni)?,
             to_peer_ni: nid(to_peer_ni)?,
@@ -211,9 +216,7 @@ impl EventSink for StoreLog {
         self.0
             .append_event(event.at_ms, &e)
             .map(|_| ())
-            .map_err(|e| SinkError {
-                reason: e.to_string(),
-            })
+            .map_err(kept)
     }
 }
 
@@ -221,9 +224,10 @@ impl EventSink for StoreLog {
 #[derive(Debug, Clone)]
 pub struct StoreConfig(pub Arc<Store>);
 
+/// A store error as the sink's failure, kept as its cause.
 fn kept(e: store::StoreError) -> SinkError {
-    SinkError {
-        reason: e.to_string(),
+    SinkError::Failed {
+        source: Box::new(e),
     }
 }
 

@@ -4,7 +4,7 @@
 //! name and a [`Role`]. A `reader` may read every document; an `admin` may also change the
 //! node (reset health, set tunables, add peers, fault rules, ping, discovery). Every change
 //! is recorded as an admin event naming the token, in the server's event ring and in the
-//! [`EventSink`] the daemon gives (the store's event log).
+//! [`EventSink`](crate::EventSink) the daemon gives (the store's event log).
 //!
 //! [`MemoryTokens`] is a verifier that keeps SHA-256 hashes of the secrets in memory and
 //! compares them in constant time: for a daemon without a store, and for tests.
@@ -16,8 +16,6 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
-
-use crate::events::ApiEvent;
 
 /// What a token may do.
 #[derive(
@@ -67,21 +65,6 @@ pub trait TokenVerifier: Send + Sync + 'static {
     /// The token whose secret this is, or `None` when no token has it (revoked or never
     /// made). Must not reveal through its timing which token came close.
     fn verify(&self, secret: &str) -> Option<TokenIdentity>;
-}
-
-/// Where the server sends every event it records (LNet events and admin events), in order:
-/// the daemon plugs in the store's event log.
-pub trait EventSink: Send + Sync + 'static {
-    /// Records one event. An error is logged by the server; the event stays in the ring.
-    fn record(&self, event: &ApiEvent) -> Result<(), SinkError>;
-}
-
-/// Why an [`EventSink`] could not record an event.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("event log: {reason}")]
-pub struct SinkError {
-    /// Why.
-    pub reason: String,
 }
 
 /// Why [`MemoryTokens`] refused a token.

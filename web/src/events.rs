@@ -18,7 +18,36 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{broadcast, watch};
 use utoipa::ToSchema;
 
-use crate::auth::EventSink;
+/// Where the server sends every event it records (LNet events and admin events), in order:
+/// the daemon plugs in the store's event log.
+pub trait EventSink: Send + Sync + 'static {
+    /// Records one event. An error is logged by the server; the event stays in the ring.
+    fn record(&self, event: &ApiEvent) -> Result<(), SinkError>;
+}
+
+/// Why an [`EventSink`] could not record an event, or a
+/// [`ConfigStore`](crate::ConfigStore) could not keep a change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// The event has a value the sink cannot keep (a field that does not read as what it
+    /// names).
+    #[error("event log: {reason}")]
+    Refused {
+        /// Why.
+        reason: String,
+        /// The error of reading the value, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The sink's storage failed or refused the write.
+    #[error("event log: {source}")]
+    Failed {
+        /// The storage's error (the store's, for the daemon).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
 
 /// One event as the API serves it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -508,7 +537,7 @@ mod tests {
         #[derive(Default)]
         struct Log(Mutex<Vec<u64>>);
         impl EventSink for Log {
-            fn record(&self, event: &ApiEvent) -> Result<(), crate::auth::SinkError> {
+            fn record(&self, event: &ApiEvent) -> Result<(), SinkError> {
                 self.0.lock().unwrap().push(event.id);
                 Ok(())
             }

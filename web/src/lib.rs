@@ -34,35 +34,35 @@
 mod api;
 pub mod auth;
 pub mod dashboard;
-pub mod dto;
 pub mod error;
 pub mod events;
 mod extract;
 pub mod metrics;
 pub mod persist;
 mod routes;
-mod routing;
 mod server;
 mod state;
 mod stream;
 pub mod tls;
 
-pub use api::{
-    ActionSpec, Counters, EventPage, EventsQuery, FaultRuleDoc, FaultRuleList, FaultRuleSpec,
-    GlobalUpdate, HealthReset, HealthResetResult, HooksName, MsgTypeName, PeerAdd, PingNid,
-    PingRequest, PingResult, TriggerSpec, DEFAULT_PING_TIMEOUT_MS, EVENTS_PAGE, EVENTS_PAGE_MAX,
+pub use api::events::{EventPage, EventsQuery, EVENTS_PAGE, EVENTS_PAGE_MAX};
+pub use api::fault::{
+    ActionSpec, FaultRuleDoc, FaultRuleList, FaultRuleSpec, HooksName, MsgTypeName, TriggerSpec,
 };
-pub use auth::{
-    EventSink, MemoryTokens, Role, SinkError, TokenError, TokenIdentity, TokenVerifier,
+pub use api::global::GlobalUpdate;
+pub use api::health::{HealthReset, HealthResetResult};
+pub use api::peers::PeerAdd;
+pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};
+pub use api::routes::{RouteAdd, RouteDoc, RouteList};
+pub use api::routing::{
+    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc,
 };
+pub use api::stats::Counters;
+pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
-pub use events::{ApiEvent, EventBody, EventRing, NiKindDoc};
+pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
-pub use routing::{
-    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RouteAdd, RouteDoc,
-    RouteList, RoutingDoc,
-};
 pub use server::{start, Transport, WebConfig, WebContext, WebServer};
 pub use stream::StreamQuery;
 pub use tls::SelfSigned;

@@ -7,7 +7,7 @@ use lnet::route::RouteSpec;
 use lnet::tunables::TunableName;
 use lnet::{Net, Nid};
 
-use crate::auth::SinkError;
+use crate::events::SinkError;
 
 /// The persistent configuration behind the API.
 pub trait ConfigStore: Send + Sync + 'static {

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::{api, metrics, routing, stream};
+use crate::{api, metrics, stream};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -54,24 +54,27 @@ async fn not_found() -> ApiError {
 /// The routes with their state type, and the OpenAPI document they describe.
 pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(api::get_nets))
-        .routes(routes!(api::get_peers, api::add_peer))
-        .routes(routes!(api::get_stats))
-        .routes(routes!(api::get_global, api::put_global))
-        .routes(routes!(api::get_recovery_local))
-        .routes(routes!(api::get_recovery_peer))
-        .routes(routes!(api::get_counters))
-        .routes(routes!(api::get_events))
+        .routes(routes!(api::nets::get_nets))
+        .routes(routes!(api::peers::get_peers, api::peers::add_peer))
+        .routes(routes!(api::stats::get_stats))
+        .routes(routes!(api::global::get_global, api::global::put_global))
+        .routes(routes!(api::recovery::get_recovery_local))
+        .routes(routes!(api::recovery::get_recovery_peer))
+        .routes(routes!(api::stats::get_counters))
+        .routes(routes!(api::events::get_events))
         .routes(routes!(stream::event_stream))
-        .routes(routes!(api::reset_local_health))
-        .routes(routes!(api::reset_peer_health))
-        .routes(routes!(api::ping))
-        .routes(routes!(api::discover))
-        .routes(routes!(api::list_fault_rules, api::add_fault_rule))
-        .routes(routes!(api::remove_fault_rule))
-        .routes(routes!(routing::get_routes, routing::add_route))
-        .routes(routes!(routing::del_route))
-        .routes(routes!(routing::get_routing))
+        .routes(routes!(api::health::reset_local_health))
+        .routes(routes!(api::health::reset_peer_health))
+        .routes(routes!(api::ping::ping))
+        .routes(routes!(api::ping::discover))
+        .routes(routes!(
+            api::fault::list_fault_rules,
+            api::fault::add_fault_rule
+        ))
+        .routes(routes!(api::fault::remove_fault_rule))
+        .routes(routes!(api::routes::get_routes, api::routes::add_route))
+        .routes(routes!(api::routes::del_route))
+        .routes(routes!(api::routing::get_routing))
         .routes(routes!(metrics::metrics))
         .routes(routes!(metrics::livez))
         .routes(routes!(metrics::readyz))

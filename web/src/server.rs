@@ -11,8 +11,9 @@ use lnet::tunables::Tunables;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::auth::{EventSink, TokenVerifier};
+use crate::auth::TokenVerifier;
 use crate::error::WebError;
+use crate::events::EventSink;
 use crate::events::{feed, EventRing};
 use crate::state::{AppState, Shared};
 

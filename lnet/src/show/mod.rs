@@ -65,6 +65,7 @@ impl Verbosity {
 /// preferred-router list, which no rule fills, and a local NI has no source list. The
 /// netlink kernels send only the gateway list, so `Preferred source NIDs` appears only in
 /// the output of the ioctl era. Empty lists are left out of the JSON form too.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UdspInfo {
     /// `net priority`.
@@ -73,10 +74,12 @@ pub struct UdspInfo {
     pub nid_priority: i32,
     /// `Preferred gateway NIDs` (UDSP `dst` + `rte` rules).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub preferred_gateways: Vec<Nid>,
     /// `Preferred source NIDs` (UDSP `src` + `dst` rules, or a non-Multi-Rail peer NI's
     /// preferred local NID).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub preferred_sources: Vec<Nid>,
 }
 

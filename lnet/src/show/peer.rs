@@ -8,6 +8,7 @@ use crate::config::{MsgStats, NiStatistics, PeerNi, PeerNiCredits, PeerNiHealthS
 use crate::nid::Nid;
 
 /// The `peer show` document.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerShow {
     /// The peers, in output order.
@@ -15,9 +16,11 @@ pub struct PeerShow {
 }
 
 /// One item of `peer:`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeer {
     /// `primary nid` (always).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub primary_nid: Nid,
     /// `Multi-Rail` (always).
     pub multi_rail: bool,
@@ -28,9 +31,11 @@ pub struct ShowPeer {
 }
 
 /// One item of `peer ni:`, with every field; the verbosity picks what prints.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeerNi {
     /// `nid` (always).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub nid: Nid,
     /// `udsp info:` (from `-v 4`; `None` on kernels without UDSP).
     pub udsp: Option<UdspInfo>,

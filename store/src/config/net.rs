@@ -29,6 +29,15 @@ impl LocalNiId {
             (None, None) => None,
         }
     }
+
+    /// Whether `ni` is the NI this names: by NID when it has one, else by its first
+    /// interface.
+    fn names(&self, ni: &LocalNiRecord) -> bool {
+        match self {
+            LocalNiId::Nid(nid) => ni.nid.map(|n| n.0) == Some(*nid),
+            LocalNiId::Interface(name) => ni.nid.is_none() && ni.interfaces.first() == Some(name),
+        }
+    }
 }
 
 impl std::fmt::Display for LocalNiId {
@@ -89,7 +98,7 @@ impl Store {
         let mut record = self.read_net_record(net)?.unwrap_or(NetRecord {
             local_nis: Vec::new(),
         });
-        if record.local_nis.iter().any(|r| r.is(&id)) {
+        if record.local_nis.iter().any(|r| id.names(r)) {
             return Err(StoreError::AlreadyExists {
                 what: "local NI",
                 key: format!("{id} on {net}"),
@@ -111,7 +120,7 @@ impl Store {
         };
         let mut record = self.read_net_record(net)?.ok_or_else(not_found)?;
         let before = record.local_nis.len();
-        record.local_nis.retain(|r| !r.is(ni));
+        record.local_nis.retain(|r| !ni.names(r));
         if record.local_nis.len() == before {
             return Err(not_found());
         }

@@ -1,17 +1,16 @@
-//! Routes and routing: `GET/POST /api/v1/routes`, `DELETE /api/v1/routes/{net}/{gateway}`
-//! (`lnetctl route show -v | add | del`) and `GET /api/v1/routing` (`lnetctl routing
-//! show`, with each peer's router-buffer credits and what the node advertises per net).
+//! Routes: `GET/POST /api/v1/routes`, `DELETE /api/v1/routes/{net}/{gateway}`
+//! (`lnetctl route show -v | add | del`).
 
-use actors::node::{RouteView, RoutingShow};
+use actors::node::RouteView;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use lnet::route::{GatewayAlive, RouteError, RouteSpec};
+use lnet::route::{GatewayAlive, RouteSpec};
 use lnet::{Net, Nid};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::api::{parse_nid, TAG_CHANGE, TAG_SHOW};
+use super::{parse_nid, TAG_CHANGE, TAG_SHOW};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Admin, Body, PathParams, Reader};
 use crate::state::AppState;
@@ -66,81 +65,6 @@ pub struct RouteAdd {
     pub priority: Option<u32>,
 }
 
-/// One router buffer pool of a CPT.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)] // the names are lnetctl's
-pub struct PoolDoc {
-    pub npages: u32,
-    pub nbuffers: u32,
-    pub credits: i32,
-    pub mincredits: i32,
-}
-
-/// The tiny, small and large pools of one CPT.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)] // the names are lnetctl's
-pub struct CptPools {
-    pub tiny: PoolDoc,
-    pub small: PoolDoc,
-    pub large: PoolDoc,
-}
-
-/// `buffers:`: the buffers of each size over all CPTs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)] // the names are lnetctl's
-pub struct BufferTotals {
-    pub tiny: u64,
-    pub small: u64,
-    pub large: u64,
-}
-
-/// A peer NI's router-buffer credits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PeerRtrCreditsDoc {
-    /// The peer NI.
-    pub nid: String,
-    /// Credits when idle.
-    pub max: u32,
-    /// Credits now (negative: messages wait).
-    pub credits: i32,
-    /// The lowest seen.
-    pub mincredits: i32,
-}
-
-/// What the node advertises for one of its nets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NetAdvertDoc {
-    /// The net.
-    pub net: String,
-    /// Advertised UP.
-    pub up: bool,
-    /// When something last arrived on it (ms on the node's clock).
-    pub last_heard_ms: u64,
-}
-
-/// `lnetctl routing show`, plus credits per peer and the advertised nets.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RoutingDoc {
-    /// `enable`: whether the node forwards.
-    pub enable: bool,
-    /// Per CPT (`cpt[i]`): its pools.
-    pub cpts: Vec<CptPools>,
-    /// `buffers:`.
-    pub buffers: BufferTotals,
-    /// Router-buffer credits of each peer NI that sent through this node.
-    pub peers: Vec<PeerRtrCreditsDoc>,
-    /// Messages waiting for a credit or a buffer now.
-    pub waiting: u64,
-    /// What the node advertises per local net.
-    pub nets: Vec<NetAdvertDoc>,
-}
-
 fn route_doc(v: &RouteView) -> RouteDoc {
     let (gateway_state, gateway_down_reason) = match &v.gateway {
         GatewayAlive::Unchecked => ("unchecked", None),
@@ -163,70 +87,6 @@ fn route_doc(v: &RouteView) -> RouteDoc {
         gateway_state: gateway_state.into(),
         gateway_down_reason,
     }
-}
-
-fn pool(p: &lnet::rtrbuf::PoolStats) -> PoolDoc {
-    PoolDoc {
-        npages: p.npages,
-        nbuffers: p.nbuffers,
-        credits: p.credits,
-        mincredits: p.mincredits,
-    }
-}
-
-fn routing_doc(r: &RoutingShow) -> RoutingDoc {
-    let cpts: Vec<CptPools> = r
-        .buffers
-        .cpts
-        .iter()
-        .map(|[tiny, small, large]| CptPools {
-            tiny: pool(tiny),
-            small: pool(small),
-            large: pool(large),
-        })
-        .collect();
-    let sum = |f: fn(&CptPools) -> u32| cpts.iter().map(|c| u64::from(f(c))).sum::<u64>();
-    RoutingDoc {
-        enable: r.enabled,
-        buffers: BufferTotals {
-            tiny: sum(|c| c.tiny.nbuffers),
-            small: sum(|c| c.small.nbuffers),
-            large: sum(|c| c.large.nbuffers),
-        },
-        cpts,
-        peers: r
-            .buffers
-            .peers
-            .iter()
-            .map(|(nid, c)| PeerRtrCreditsDoc {
-                nid: nid.to_string(),
-                max: c.max,
-                credits: c.credits,
-                mincredits: c.mincredits,
-            })
-            .collect(),
-        waiting: u64::try_from(r.buffers.waiting).unwrap_or(u64::MAX),
-        nets: r
-            .nets
-            .iter()
-            .map(|n| NetAdvertDoc {
-                net: n.net.to_string(),
-                up: n.up,
-                last_heard_ms: n.last_heard.as_millis(),
-            })
-            .collect(),
-    }
-}
-
-/// A refused route as an API error.
-pub(crate) fn route_error(e: &RouteError) -> ApiError {
-    let field = match e {
-        RouteError::LocalNet { .. } => "net",
-        RouteError::Hops { .. } => "hop",
-        RouteError::Exists { .. } => return ApiError::conflict("gateway", e.to_string()),
-        _ => "gateway",
-    };
-    ApiError::unprocessable(field, e.to_string())
 }
 
 fn parse_net(field: &str, text: &str) -> Result<Net, ApiError> {
@@ -351,20 +211,4 @@ pub(crate) async fn del_route(
         format!("net={net}"),
     );
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Router buffers and credits (`lnetctl routing show`) and the advertised status of
-/// each local net.
-#[utoipa::path(get, path = "/api/v1/routing", tag = TAG_SHOW,
-    security(("bearer" = [])),
-    responses(
-        (status = 200, description = "Routing state", body = RoutingDoc),
-        (status = 401, description = "No or unknown token", body = ErrorBody),
-        (status = 503, description = "The node is stopping", body = ErrorBody),
-    ))]
-pub(crate) async fn get_routing(
-    State(s): State<AppState>,
-    _r: Reader,
-) -> Result<Json<RoutingDoc>, ApiError> {
-    Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
 }

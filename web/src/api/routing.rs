@@ -1,0 +1,157 @@
+//! `GET /api/v1/routing` (`lnetctl routing show`, with each peer's router-buffer credits
+//! and what the node advertises per net).
+
+use actors::node::RoutingShow;
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::TAG_SHOW;
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::Reader;
+use crate::state::AppState;
+
+/// One router buffer pool of a CPT.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)] // the names are lnetctl's
+pub struct PoolDoc {
+    pub npages: u32,
+    pub nbuffers: u32,
+    pub credits: i32,
+    pub mincredits: i32,
+}
+
+/// The tiny, small and large pools of one CPT.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)] // the names are lnetctl's
+pub struct CptPools {
+    pub tiny: PoolDoc,
+    pub small: PoolDoc,
+    pub large: PoolDoc,
+}
+
+/// `buffers:`: the buffers of each size over all CPTs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)] // the names are lnetctl's
+pub struct BufferTotals {
+    pub tiny: u64,
+    pub small: u64,
+    pub large: u64,
+}
+
+/// A peer NI's router-buffer credits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerRtrCreditsDoc {
+    /// The peer NI.
+    pub nid: String,
+    /// Credits when idle.
+    pub max: u32,
+    /// Credits now (negative: messages wait).
+    pub credits: i32,
+    /// The lowest seen.
+    pub mincredits: i32,
+}
+
+/// What the node advertises for one of its nets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NetAdvertDoc {
+    /// The net.
+    pub net: String,
+    /// Advertised UP.
+    pub up: bool,
+    /// When something last arrived on it (ms on the node's clock).
+    pub last_heard_ms: u64,
+}
+
+/// `lnetctl routing show`, plus credits per peer and the advertised nets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingDoc {
+    /// `enable`: whether the node forwards.
+    pub enable: bool,
+    /// Per CPT (`cpt[i]`): its pools.
+    pub cpts: Vec<CptPools>,
+    /// `buffers:`.
+    pub buffers: BufferTotals,
+    /// Router-buffer credits of each peer NI that sent through this node.
+    pub peers: Vec<PeerRtrCreditsDoc>,
+    /// Messages waiting for a credit or a buffer now.
+    pub waiting: u64,
+    /// What the node advertises per local net.
+    pub nets: Vec<NetAdvertDoc>,
+}
+
+fn pool(p: &lnet::rtrbuf::PoolStats) -> PoolDoc {
+    PoolDoc {
+        npages: p.npages,
+        nbuffers: p.nbuffers,
+        credits: p.credits,
+        mincredits: p.mincredits,
+    }
+}
+
+fn routing_doc(r: &RoutingShow) -> RoutingDoc {
+    let cpts: Vec<CptPools> = r
+        .buffers
+        .cpts
+        .iter()
+        .map(|[tiny, small, large]| CptPools {
+            tiny: pool(tiny),
+            small: pool(small),
+            large: pool(large),
+        })
+        .collect();
+    let sum = |f: fn(&CptPools) -> u32| cpts.iter().map(|c| u64::from(f(c))).sum::<u64>();
+    RoutingDoc {
+        enable: r.enabled,
+        buffers: BufferTotals {
+            tiny: sum(|c| c.tiny.nbuffers),
+            small: sum(|c| c.small.nbuffers),
+            large: sum(|c| c.large.nbuffers),
+        },
+        cpts,
+        peers: r
+            .buffers
+            .peers
+            .iter()
+            .map(|(nid, c)| PeerRtrCreditsDoc {
+                nid: nid.to_string(),
+                max: c.max,
+                credits: c.credits,
+                mincredits: c.mincredits,
+            })
+            .collect(),
+        waiting: u64::try_from(r.buffers.waiting).unwrap_or(u64::MAX),
+        nets: r
+            .nets
+            .iter()
+            .map(|n| NetAdvertDoc {
+                net: n.net.to_string(),
+                up: n.up,
+                last_heard_ms: n.last_heard.as_millis(),
+            })
+            .collect(),
+    }
+}
+
+/// Router buffers and credits (`lnetctl routing show`) and the advertised status of
+/// each local net.
+#[utoipa::path(get, path = "/api/v1/routing", tag = TAG_SHOW,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Routing state", body = RoutingDoc),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn get_routing(
+    State(s): State<AppState>,
+    _r: Reader,
+) -> Result<Json<RoutingDoc>, ApiError> {
+    Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
+}
