@@ -28,6 +28,7 @@ pub mod clock;
 pub mod driver;
 pub mod events;
 pub mod fault;
+mod mailbox;
 pub mod ni;
 pub mod node;
 pub mod recovery;
@@ -38,7 +39,8 @@ pub use clock::Clock;
 pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
-    DiscoveredPeer, FailReason, GetRequest, MdSpec, MsgEvent, MsgEventKind, Node, NodeConfig,
-    NodeError, NodeHandler, Outcome, PeerView, PingReply, PutRequest, Transaction,
+    BadPeerReason, DiscoveredPeer, FailReason, GetRequest, LndStartError, MdSpec, MsgEvent,
+    MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerView, PingReply,
+    PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};

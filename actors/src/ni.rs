@@ -22,11 +22,9 @@ use tokio::sync::{mpsc, watch};
 use crate::clock::Clock;
 use crate::events::{Event, EventBus, NiKind};
 use crate::fault::FaultRules;
+use crate::mailbox::NI_MAILBOX;
 use crate::recovery::{Heard, Queue, RecoveryActor};
 use crate::Driver;
-
-/// Mailbox capacity of the NI actors.
-pub(crate) const NI_MAILBOX: usize = 256;
 
 /// Counters of one NI or peer NI.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -15,6 +15,7 @@ use lnet::Nid;
 
 use crate::clock::Clock;
 use crate::events::{Event, EventBus};
+use crate::mailbox::NI_MAILBOX;
 
 /// How often a recovery round runs (the monitor thread's 1 s).
 pub const RECOVERY_ROUND: Duration = Duration::from_secs(1);
@@ -131,7 +132,7 @@ impl Actor for RecoveryActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.set_mailbox_capacity(crate::ni::NI_MAILBOX);
+        ctx.set_mailbox_capacity(NI_MAILBOX);
         ctx.run_interval(RECOVERY_ROUND, |act, _ctx| act.round());
     }
 }

@@ -5,9 +5,9 @@
 //! [`crate::NodeHandler`] asks this actor for a buffer ([`Reserve`]) before the payload is
 //! read. The answer comes when a peer router-buffer credit and a buffer of the right pool
 //! are free: until then the connection reads nothing more, so the sender feels
-//! back-pressure and nothing is dropped. The [`crate::node::LnetActor`] then picks the
-//! next hop and sends the message on; when that send is over it gives the buffer back
-//! ([`Release`]), and the next waiting message gets it.
+//! back-pressure and nothing is dropped. The LNet actor then picks the next hop and
+//! sends the message on; when that send is over it gives the buffer back ([`Release`]),
+//! and the next waiting message gets it.
 //!
 //! Pools are sized per CPT as the kernel sizes them ([`lnet::rtrbuf::per_cpt`]); a message
 //! uses the pools of the CPT its sending peer NI hashes to.

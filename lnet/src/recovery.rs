@@ -26,6 +26,13 @@ pub const fn max_recovery_ping_count(max_recovery_ping_interval_secs: u32) -> u3
     }
 }
 
+impl Tunables {
+    /// The recovery ping count after which pings are `max_recovery_ping_interval` apart.
+    pub const fn max_recovery_ping_count(&self) -> u32 {
+        max_recovery_ping_count(self.max_recovery_ping_interval())
+    }
+}
+
 /// The gap after a ping made with this `ping_count`: `2^ping_count` seconds while
 /// `ping_count ≤ max_recovery_ping_count`, else `max_recovery_ping_interval` seconds.
 pub const fn next_ping_delay(ping_count: u32, max_recovery_ping_interval_secs: u32) -> Millis {

@@ -10,6 +10,7 @@
 //! `transaction_timeout` instead.
 
 use crate::time::Millis;
+use crate::tunables::Tunables;
 
 /// LNet's derived LND timeout in seconds: `max((transaction_timeout − 1) / (retry_count +
 /// 1), 1)`.
@@ -19,6 +20,13 @@ pub const fn lnd_timeout_secs(transaction_timeout: u32, retry_count: u32) -> u32
         1
     } else {
         per_try
+    }
+}
+
+impl Tunables {
+    /// LNet's derived `lnd_timeout` (seconds), as `lnetctl global show` prints it.
+    pub const fn lnd_timeout(&self) -> u32 {
+        lnd_timeout_secs(self.transaction_timeout(), self.retry_count())
     }
 }
 

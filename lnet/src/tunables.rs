@@ -8,9 +8,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::recovery::max_recovery_ping_count;
-use crate::response::ResponseTracking;
-use crate::timeouts::lnd_timeout_secs;
+use crate::response::setting::ResponseTracking;
 
 /// Default `lnet_retry_count`.
 pub const DEFAULT_RETRY_COUNT: u32 = 2;
@@ -416,16 +414,6 @@ impl Tunables {
     /// Whether discovery is enabled.
     pub const fn discovery(&self) -> bool {
         self.discovery
-    }
-
-    /// LNet's derived `lnd_timeout` (seconds), as `lnetctl global show` prints it.
-    pub const fn lnd_timeout(&self) -> u32 {
-        lnd_timeout_secs(self.transaction_timeout, self.retry_count)
-    }
-
-    /// The recovery ping count after which pings are `max_recovery_ping_interval` apart.
-    pub const fn max_recovery_ping_count(&self) -> u32 {
-        max_recovery_ping_count(self.max_recovery_ping_interval)
     }
 }
 

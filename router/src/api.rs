@@ -79,16 +79,20 @@ impl TokenVerifier for StoreTokens {
 #[derive(Debug, Clone)]
 pub struct StoreLog(pub Arc<Store>);
 
+/// An event field that does not read as the `what` it names.
+fn not_a(what: &str, text: &str, e: lnet::NidError) -> SinkError {
+    SinkError::Refused {
+        reason: format!("not a {what}: {text}"),
+        source: Some(Box::new(e)),
+    }
+}
+
 fn nid(s: &str) -> Result<Nid, SinkError> {
-    s.parse().map_err(|_| SinkError {
-        reason: format!("not a NID: {s}"),
-    })
+    s.parse().map_err(|e| not_a("NID", s, e))
 }
 
 fn net(s: &str) -> Result<Net, SinkError> {
-    s.parse().map_err(|_| SinkError {
-        reason: format!("not a net: {s}"),
-    })
+    s.parse().map_err(|e| not_a("net", s, e))
 }
 
 fn status(s: &str) -> Option<lnet::health::HealthStatus> {
@@ -160,8 +164,9 @@ pub fn to_store(body: &EventBody) -> Result<store::Event, SinkError> {
             to_peer_ni,
             retry,
         } => S::Resend {
-            status: status(st).ok_or_else(|| SinkError {
+            status: status(st).ok_or_else(|| SinkError::Refused {
                 reason: format!("not a health status: {st}"),
+                source: None,
             })?,
             from_ni: nid(from_ni)?,
             to_peer_ni: nid(to_peer_ni)?,
@@ -212,9 +217,7 @@ impl EventSink for StoreLog {
         self.0
             .append_event(event.at_ms, &e)
             .map(|_| ())
-            .map_err(|e| SinkError {
-                reason: e.to_string(),
-            })
+            .map_err(kept)
     }
 }
 
@@ -222,9 +225,10 @@ impl EventSink for StoreLog {
 #[derive(Debug, Clone)]
 pub struct StoreConfig(pub Arc<Store>);
 
+/// A store error as the sink's failure, kept as its cause.
 fn kept(e: store::StoreError) -> SinkError {
-    SinkError {
-        reason: e.to_string(),
+    SinkError::Failed {
+        source: Box::new(e),
     }
 }
 
@@ -252,15 +256,17 @@ impl ConfigStore for StoreConfig {
     }
 
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError> {
-        let id = u32::try_from(id.0).map_err(|_| SinkError {
+        let id = u32::try_from(id.0).map_err(|_| SinkError::Refused {
             reason: format!("fault rule id {} is over the store's ids", id.0),
+            source: None,
         })?;
         self.0.put_fault_rule(id, rule).map_err(kept)
     }
 
     fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError> {
-        let id = u32::try_from(id.0).map_err(|_| SinkError {
+        let id = u32::try_from(id.0).map_err(|_| SinkError::Refused {
             reason: format!("fault rule id {} is over the store's ids", id.0),
+            source: None,
         })?;
         self.0.delete_fault_rule(&ni, id).map_err(kept)
     }

@@ -62,7 +62,7 @@ pub enum DemoError {
     Api(#[source] Box<web::WebError>),
     /// The demo's tokens were refused.
     #[error("demo tokens: {0}")]
-    Tokens(String),
+    Tokens(#[source] web::TokenError),
     /// The demo's folder for its certificate could not be made.
     #[error("demo folder: {0}")]
     Dir(#[source] std::io::Error),
@@ -123,10 +123,10 @@ async fn serve(
     let tokens = web::MemoryTokens::new();
     tokens
         .create("demo-admin", web::Role::Admin, ADMIN_TOKEN)
-        .map_err(|e| DemoError::Tokens(e.to_string()))?;
+        .map_err(DemoError::Tokens)?;
     tokens
         .create("demo-reader", web::Role::Reader, READER_TOKEN)
-        .map_err(|e| DemoError::Tokens(e.to_string()))?;
+        .map_err(DemoError::Tokens)?;
     let tokens: std::sync::Arc<dyn web::TokenVerifier> = std::sync::Arc::new(tokens);
     let mut servers = Vec::new();
     for (i, (name, running)) in demo.nodes.iter().enumerate() {

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actors::{NiDriver, Node, NodeConfig, NodeError};
+use actors::{LndStartError, NiDriver, Node, NodeConfig, NodeError};
 use lnd::socklnd::{SockLnd, SockLndConfig};
 use lnd::Lnd;
 use lnet::fault::RuleId;
@@ -250,7 +250,7 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
         };
         let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
             failed(NodeError::NiStart {
-                reason: e.to_string(),
+                source: LndStartError::new(e),
             })
         })?;
         let at = lnd.local_addr().unwrap_or(ni.listen);

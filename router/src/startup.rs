@@ -64,6 +64,17 @@ pub enum StartupError {
         /// What is wrong.
         message: String,
     },
+    /// The store refused a token of the tokens file.
+    #[error("{path}: line {line}: {source}")]
+    TokenRefused {
+        /// The file.
+        path: PathBuf,
+        /// The line, from 1.
+        line: usize,
+        /// Why.
+        #[source]
+        source: StoreError,
+    },
 }
 
 /// What start-up decided.
@@ -180,7 +191,11 @@ pub fn import_tokens(store: &Store, path: &Path) -> Result<usize, StartupError> 
         let _ = store.revoke_token(name);
         store
             .create_token(name, role, secret)
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|source| StartupError::TokenRefused {
+                path: path.to_owned(),
+                line: i + 1,
+                source,
+            })?;
         n += 1;
     }
     Ok(n)

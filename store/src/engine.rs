@@ -2,12 +2,14 @@
 //! errors and undecodable bytes into [`StoreError`]s, and [`WriteSet`]s that are committed
 //! as one multi-tree transaction and flushed before the call returns.
 
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sled::transaction::{ConflictableTransactionResult, TransactionError, TransactionalTree};
 use sled::Transactional;
 
-use crate::error::{DecodeError, StoreError};
+use crate::error::{DecodeError, JsonError, StoreError};
 use crate::keys;
 
 /// The trees of the schema. The names are part of the on-disk format.
@@ -160,7 +162,7 @@ pub(crate) fn encode<T: Serialize>(
             tree.print_key(key),
             tree.name()
         ),
-        reason: e.to_string(),
+        source: e,
     })
 }
 
@@ -174,8 +176,8 @@ pub(crate) fn decode<T: DeserializeOwned>(
     serde_json::from_slice(bytes).map_err(|e| StoreError::CorruptValue {
         tree: tree.name(),
         key: tree.print_key(key),
-        source: DecodeError::Record {
-            message: e.to_string(),
+        source: DecodeError::Json {
+            source: JsonError(Arc::new(e)),
         },
     })
 }

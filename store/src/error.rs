@@ -4,6 +4,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// An error of the storage engine (I/O, corruption the engine detected itself), kept
 /// opaque: its text and its source chain are all a caller sees.
@@ -22,6 +23,31 @@ impl std::error::Error for EngineError {
     }
 }
 
+/// A JSON value that does not decode as its record: the decoder's error, shared so that a
+/// [`DecodeError`] stays cheap to clone; two are equal when they say the same.
+#[derive(Debug, Clone)]
+pub struct JsonError(pub(crate) Arc<serde_json::Error>);
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for JsonError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+impl PartialEq for JsonError {
+    fn eq(&self, other: &JsonError) -> bool {
+        self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for JsonError {}
+
 /// Why a stored key or value could not be read back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -34,11 +60,18 @@ pub enum DecodeError {
         /// Bytes found.
         found: usize,
     },
-    /// A NID in its 20-byte binary form is not one.
+    /// A NID or net in its binary form is not in its canonical form.
     #[error("invalid binary NID: {reason}")]
     Nid {
         /// What is wrong with it.
         reason: String,
+    },
+    /// A NID in its 20-byte binary form is not one.
+    #[error("invalid binary NID: {source}")]
+    NidBytes {
+        /// lnet's reason.
+        #[source]
+        source: Box<lnet::NidError>,
     },
     /// A name key (tunable, token) is not one the schema allows.
     #[error("invalid name {text:?}: {reason}")]
@@ -49,9 +82,16 @@ pub enum DecodeError {
         reason: &'static str,
     },
     /// A JSON value does not have the shape of its record.
+    #[error("invalid record: {source}")]
+    Json {
+        /// The JSON decoder's error (with line and column).
+        #[source]
+        source: JsonError,
+    },
+    /// A record decodes but holds a value the schema does not allow.
     #[error("invalid record: {message}")]
     Record {
-        /// The JSON decoder's message (with line and column).
+        /// What is wrong.
         message: String,
     },
 }
@@ -87,6 +127,15 @@ pub enum StoreError {
         found: u32,
         /// The newest version this program reads.
         supported: u32,
+    },
+    /// The path is a directory that cannot be listed.
+    #[error("{} is not an lnet-router store: the directory cannot be read: {source}", path.display())]
+    Unreadable {
+        /// The path given to [`Store::open`](crate::Store::open).
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
     },
     /// The store's schema version is older than the first release.
     #[error("the store has schema version {found}, and versions start at 1")]
@@ -126,12 +175,13 @@ pub enum StoreError {
     },
     /// A value cannot be written in the schema's form (for example a NID whose text form
     /// does not read back as the same NID).
-    #[error("{what} cannot be stored: {reason}")]
+    #[error("{what} cannot be stored: {source}")]
     Unrepresentable {
         /// What was being written.
         what: String,
-        /// Why.
-        reason: String,
+        /// The JSON encoder's error.
+        #[source]
+        source: serde_json::Error,
     },
     /// The item to change or delete does not exist.
     #[error("{what} {key} does not exist")]

@@ -77,7 +77,7 @@ pub enum Event {
     /// The health value of a local NI changed.
     NiHealth {
         /// The NI.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
         /// Before (0 to 1000).
         before: u32,
@@ -90,7 +90,7 @@ pub enum Event {
     /// The health value of a peer NI changed.
     PeerNiHealth {
         /// The peer NI.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
         /// Before (0 to 1000).
         before: u32,
@@ -103,7 +103,7 @@ pub enum Event {
     /// A local NI went up or down.
     NiState {
         /// The NI.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
         /// Whether it is up now.
         up: bool,
@@ -111,10 +111,10 @@ pub enum Event {
     /// A route went up or down (its gateway's report on the remote net).
     RouteState {
         /// The remote net.
-        #[serde(with = "crate::records::net_serde")]
+        #[serde(with = "crate::records::text_serde")]
         net: Net,
         /// The gateway.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         gateway: Nid,
         /// Whether the route is alive now.
         up: bool,
@@ -126,7 +126,7 @@ pub enum Event {
         /// Which queue.
         queue: RecoveryQueue,
         /// The NI.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
     },
     /// A recovery ping was sent.
@@ -134,7 +134,7 @@ pub enum Event {
         /// Which queue.
         queue: RecoveryQueue,
         /// The NI pinged.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
         /// Its ping count before this ping.
         ping_count: u32,
@@ -146,7 +146,7 @@ pub enum Event {
         /// Which queue.
         queue: RecoveryQueue,
         /// The NI.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         nid: Nid,
     },
     /// A message was resent on another path.
@@ -155,10 +155,10 @@ pub enum Event {
         #[serde(with = "status_serde")]
         status: HealthStatus,
         /// The local NI of the failed attempt.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         from_ni: Nid,
         /// The peer NI it went to.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         to_peer_ni: Nid,
         /// Resends of this message so far, this one included.
         retry: u32,
@@ -171,7 +171,7 @@ pub enum Event {
     /// A local net's status as this router advertises it changed.
     NetStatus {
         /// The net.
-        #[serde(with = "crate::records::net_serde")]
+        #[serde(with = "crate::records::text_serde")]
         net: Net,
         /// Whether its NIs are advertised UP now.
         up: bool,
@@ -181,10 +181,10 @@ pub enum Event {
     /// A message this router was asked to forward was dropped.
     ForwardDropped {
         /// The message's source.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         src: Nid,
         /// The message's destination.
-        #[serde(with = "crate::records::nid_serde")]
+        #[serde(with = "crate::records::text_serde")]
         dest: Nid,
         /// Why.
         reason: String,

@@ -50,8 +50,8 @@ pub(crate) fn nid_key(nid: &Nid) -> [u8; LARGE_NID_BYTES] {
 /// The NID of a 20-byte key.
 pub(crate) fn decode_nid(bytes: &[u8]) -> Result<Nid, DecodeError> {
     let raw = exact::<LARGE_NID_BYTES>(bytes)?;
-    let nid = Nid::from_large_bytes(&raw).map_err(|e| DecodeError::Nid {
-        reason: e.to_string(),
+    let nid = Nid::from_large_bytes(&raw).map_err(|e| DecodeError::NidBytes {
+        source: Box::new(e),
     })?;
     if nid.to_large_bytes() != raw {
         return Err(DecodeError::Nid {

@@ -39,7 +39,7 @@ mod token;
 mod tests;
 
 pub use config::LocalNiId;
-pub use error::{DecodeError, EngineError, StoreError};
+pub use error::{DecodeError, EngineError, JsonError, StoreError};
 pub use events::{Event, EventRecord, RecoveryQueue};
 pub use fault::StoredFaultRule;
 pub use keys::MAX_TOKEN_NAME;

@@ -6,96 +6,51 @@
 //! import` applies. Counters, health, status and credits of a full export are the live
 //! state of the actors and are not stored.
 
-use std::fmt;
+use std::fmt::Display;
 use std::str::FromStr;
 
 use lnet::config::{
     Cpts, LndTunables, LocalNi, NetConfig, NiTunables, Peer, PeerNi, Route, UdspRule,
 };
 use lnet::{Net, Nid};
-use serde::de::{self, Deserializer};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A NID kept in its lnetctl text form (`10.0.0.1@tcp`). Writing a NID whose text does not
-/// read back as the same NID fails, so what is stored always decodes to what was given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NidText(pub(crate) Nid);
+/// A NID or net kept in lnet's text form (`10.0.0.1@tcp`, `o2ib1`). Writing one whose text
+/// does not read back as the same value fails, so what is stored always decodes to what
+/// was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Stored<T>(pub(crate) T);
 
-impl Serialize for NidText {
+impl<T: Serialize + Display + FromStr + PartialEq> Serialize for Stored<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let text = self.0.to_string();
-        if Nid::from_str(&text).ok() != Some(self.0) {
+        if text.parse::<T>().ok().as_ref() != Some(&self.0) {
             return Err(serde::ser::Error::custom(format!(
-                "NID {text} does not read back from its text form"
+                "{text} does not read back from its text form"
             )));
         }
-        s.serialize_str(&text)
+        self.0.serialize(s)
     }
 }
 
-impl<'de> Deserialize<'de> for NidText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NidText, D::Error> {
-        let text = String::deserialize(d)?;
-        Nid::from_str(&text)
-            .map(NidText)
-            .map_err(|e| de::Error::custom(format!("NID {text:?}: {e}")))
-    }
-}
-
-/// A net kept in its lnetctl text form (`o2ib1`), with the same read-back check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct NetText(pub(crate) Net);
-
-impl Serialize for NetText {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let text = self.0.to_string();
-        if Net::from_str(&text).ok() != Some(self.0) {
-            return Err(serde::ser::Error::custom(format!(
-                "net {text} does not read back from its text form"
-            )));
-        }
-        s.serialize_str(&text)
-    }
-}
-
-impl<'de> Deserialize<'de> for NetText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NetText, D::Error> {
-        let text = String::deserialize(d)?;
-        Net::from_str(&text)
-            .map(NetText)
-            .map_err(|e| de::Error::custom(format!("net {text:?}: {e}")))
-    }
-}
-
-/// `#[serde(with = "nid_serde")]` for a [`Nid`] field: its text form, as [`NidText`].
-pub(crate) mod nid_serde {
+/// `#[serde(with = "text_serde")]` for a [`Nid`] or [`Net`] field: its text form, as
+/// [`Stored`].
+pub(crate) mod text_serde {
     use super::*;
 
-    pub(crate) fn serialize<S: Serializer>(nid: &Nid, s: S) -> Result<S::Ok, S::Error> {
-        NidText(*nid).serialize(s)
+    pub(crate) fn serialize<T, S>(value: &T, s: S) -> Result<S::Ok, S::Error>
+    where
+        T: Serialize + Display + FromStr + PartialEq + Copy,
+        S: Serializer,
+    {
+        Stored(*value).serialize(s)
     }
 
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nid, D::Error> {
-        NidText::deserialize(d).map(|n| n.0)
-    }
-}
-
-/// `#[serde(with = "net_serde")]` for a [`Net`] field: its text form, as [`NetText`].
-pub(crate) mod net_serde {
-    use super::*;
-
-    pub(crate) fn serialize<S: Serializer>(net: &Net, s: S) -> Result<S::Ok, S::Error> {
-        NetText(*net).serialize(s)
-    }
-
-    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Net, D::Error> {
-        NetText::deserialize(d).map(|n| n.0)
-    }
-}
-
-impl fmt::Display for NidText {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+    pub(crate) fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<T, D::Error> {
+        T::deserialize(d)
     }
 }
 
@@ -110,7 +65,7 @@ pub(crate) struct NetRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LocalNiRecord {
-    pub(crate) nid: Option<NidText>,
+    pub(crate) nid: Option<Stored<Nid>>,
     pub(crate) interfaces: Vec<String>,
     pub(crate) tunables: Option<NiTunablesRecord>,
     pub(crate) lnd_tunables: Option<LndTunablesRecord>,
@@ -148,7 +103,7 @@ pub(crate) struct LndTunablesRecord {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PeerRecord {
     pub(crate) multi_rail: bool,
-    pub(crate) peer_nis: Vec<NidText>,
+    pub(crate) peer_nis: Vec<Stored<Nid>>,
 }
 
 /// A route (the key is its net and gateway).
@@ -196,7 +151,7 @@ impl NetRecord {
 impl LocalNiRecord {
     pub(crate) fn from_model(ni: &LocalNi) -> LocalNiRecord {
         LocalNiRecord {
-            nid: ni.nid.map(NidText),
+            nid: ni.nid.map(Stored),
             interfaces: ni.interfaces.clone(),
             tunables: ni.tunables.as_ref().map(|t| NiTunablesRecord {
                 peer_timeout: t.peer_timeout,
@@ -252,7 +207,7 @@ impl PeerRecord {
     pub(crate) fn from_model(peer: &Peer) -> PeerRecord {
         PeerRecord {
             multi_rail: peer.multi_rail,
-            peer_nis: peer.peer_nis.iter().map(|p| NidText(p.nid)).collect(),
+            peer_nis: peer.peer_nis.iter().map(|p| Stored(p.nid)).collect(),
         }
     }
 

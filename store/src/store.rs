@@ -153,11 +153,14 @@ fn check_path(path: &Path) -> Result<(), StoreError> {
     if !meta.is_dir() {
         return Err(not_ours("it is not a directory".to_owned()));
     }
-    let entries = std::fs::read_dir(path)
-        .map_err(|e| not_ours(format!("the directory cannot be read: {e}")))?;
+    let unreadable = |source| StoreError::Unreadable {
+        path: path.to_owned(),
+        source,
+    };
+    let entries = std::fs::read_dir(path).map_err(unreadable)?;
     let mut empty = true;
     for entry in entries {
-        let entry = entry.map_err(|e| not_ours(format!("the directory cannot be read: {e}")))?;
+        let entry = entry.map_err(unreadable)?;
         empty = false;
         if entry.file_name() == "conf" {
             return Ok(());

@@ -177,25 +177,29 @@ impl IntoResponse for ApiError {
 }
 
 impl From<actors::NodeError> for ApiError {
+    /// Every variant has its status: 404 for a missing NI, 409 for a conflict with the
+    /// node's state, 422 for a refused value, 503 when the node is stopped. A variant added
+    /// to [`actors::NodeError`] after this mapping is a 500 naming it, until it is mapped.
     fn from(e: actors::NodeError) -> ApiError {
         use actors::NodeError as N;
+        let conflict = |message: String| ApiError::Conflict {
+            field: None,
+            message,
+        };
         match e {
             N::NoSuchNi { nid } => ApiError::not_found("nid", format!("no local NI {nid}")),
             N::NoSuchPeerNi { nid } => ApiError::not_found("nid", format!("no peer NI {nid}")),
-            N::BadPeer { reason } => ApiError::unprocessable("nids", reason),
+            N::BadPeer { reason } => ApiError::unprocessable("nids", reason.to_string()),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
-            N::Busy { max } => ApiError::Conflict {
-                field: None,
-                message: format!("too many messages in flight ({max}); try again"),
-            },
+            N::Busy { max } => conflict(format!("too many messages in flight ({max}); try again")),
             N::FaultRule(e) => fault_add_error(e),
             N::Route { error } => route_error(&error),
             N::Stopped => ApiError::Unavailable {
                 message: "the node is stopped".into(),
             },
-            other => ApiError::Conflict {
-                field: None,
-                message: other.to_string(),
+            N::NiStart { .. } | N::Udsp { .. } => conflict(e.to_string()),
+            _ => ApiError::Internal {
+                message: format!("node error without an HTTP status: {e}"),
             },
         }
     }
@@ -253,27 +257,95 @@ pub enum WebError {
         /// Why.
         source: std::io::Error,
     },
-    /// A certificate or key file holds no usable PEM item.
-    #[error("{path}: {reason}")]
+    /// A certificate or key file is not PEM, or holds no item of the kind wanted.
+    #[error("{path}: {source}")]
     Pem {
         /// The file.
         path: std::path::PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("{path}: no certificate")]
+    NoCertificate {
+        /// The file.
+        path: std::path::PathBuf,
     },
     /// rustls refused the certificate and key.
-    #[error("TLS configuration: {reason}")]
+    #[error("TLS configuration: {source}")]
     Tls {
         /// Why.
-        reason: String,
+        #[source]
+        source: rustls::Error,
     },
     /// The self-signed certificate could not be generated.
-    #[error("self-signed certificate: {reason}")]
+    #[error("self-signed certificate: {source}")]
     CertGen {
         /// Why.
-        reason: String,
+        #[source]
+        source: rcgen::Error,
     },
     /// The node did not answer while the server was starting.
     #[error("node: {0}")]
     Node(#[from] actors::NodeError),
+}
+
+#[cfg(test)]
+mod tests {
+    use actors::NodeError as N;
+    use lnet::fault::{FaultAddError, FaultRuleError};
+    use lnet::route::RouteError;
+    use lnet::udsp::UdspError;
+    use lnet::{Net, Nid};
+
+    use super::*;
+
+    #[test]
+    fn every_node_error_has_its_status() {
+        let nid: Nid = "10.0.0.1@tcp".parse().unwrap();
+        let cases = [
+            (
+                N::Route {
+                    error: RouteError::LocalNet { net: Net::LO },
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                N::NiStart {
+                    source: actors::LndStartError::new(std::io::Error::other("no such interface")),
+                },
+                StatusCode::CONFLICT,
+            ),
+            (N::NiExists { nid }, StatusCode::CONFLICT),
+            (N::NoSuchNi { nid }, StatusCode::NOT_FOUND),
+            (N::NoSuchPeerNi { nid }, StatusCode::NOT_FOUND),
+            (
+                N::BadPeer {
+                    reason: actors::BadPeerReason::NoUsableNid,
+                },
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (N::Busy { max: 8 }, StatusCode::CONFLICT),
+            (N::Stopped, StatusCode::SERVICE_UNAVAILABLE),
+            (
+                N::FaultRule(FaultAddError::Full { max: 4 }),
+                StatusCode::CONFLICT,
+            ),
+            (
+                N::FaultRule(FaultAddError::Rule(FaultRuleError::ZeroRate)),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                N::Udsp(UdspError::PriorityOnPreferred { index: 0 }),
+                StatusCode::CONFLICT,
+            ),
+        ];
+        for (error, status) in cases {
+            let text = error.to_string();
+            let api = ApiError::from(error);
+            assert_eq!(api.status(), status, "{text}");
+            assert!(!api.body().error.message.is_empty(), "{text}");
+        }
+    }
 }

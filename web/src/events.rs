@@ -25,12 +25,28 @@ pub trait EventSink: Send + Sync + 'static {
     fn record(&self, event: &ApiEvent) -> Result<(), SinkError>;
 }
 
-/// Why an [`EventSink`] could not record an event.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("event log: {reason}")]
-pub struct SinkError {
-    /// Why.
-    pub reason: String,
+/// Why an [`EventSink`] could not record an event, or a
+/// [`ConfigStore`](crate::ConfigStore) could not keep a change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SinkError {
+    /// The event has a value the sink cannot keep (a field that does not read as what it
+    /// names).
+    #[error("event log: {reason}")]
+    Refused {
+        /// Why.
+        reason: String,
+        /// The error of reading the value, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+    /// The sink's storage failed or refused the write.
+    #[error("event log: {source}")]
+    Failed {
+        /// The storage's error (the store's, for the daemon).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// One event as the API serves it.

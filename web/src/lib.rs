@@ -34,7 +34,6 @@
 mod api;
 pub mod auth;
 pub mod dashboard;
-pub mod dto;
 pub mod error;
 pub mod events;
 mod extract;
@@ -47,7 +46,7 @@ mod stream;
 pub mod tls;
 
 pub use api::events::{EventPage, EventsQuery, EVENTS_PAGE, EVENTS_PAGE_MAX};
-pub use api::fault::{FaultRuleDoc, FaultRuleList, FaultRuleSpec};
+pub use api::fault::{FaultRuleDoc, FaultRuleList};
 pub use api::global::GlobalUpdate;
 pub use api::health::{HealthReset, HealthResetResult};
 pub use api::peers::PeerAdd;

@@ -32,9 +32,8 @@ impl SelfSigned {
     /// become IP subject alternative names).
     pub fn generate(names: &[&str]) -> Result<SelfSigned, WebError> {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let ck = rcgen::generate_simple_self_signed(names).map_err(|e| WebError::CertGen {
-            reason: e.to_string(),
-        })?;
+        let ck = rcgen::generate_simple_self_signed(names)
+            .map_err(|source| WebError::CertGen { source })?;
         Ok(SelfSigned {
             cert_pem: ck.cert.pem(),
             key_pem: ck.key_pair.serialize_pem(),
@@ -80,32 +79,27 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
     let cert_bytes = read(cert)?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_bytes)
         .collect::<Result<_, _>>()
-        .map_err(|e| WebError::Pem {
+        .map_err(|source| WebError::Pem {
             path: cert.to_owned(),
-            reason: e.to_string(),
+            source,
         })?;
     if certs.is_empty() {
-        return Err(WebError::Pem {
+        return Err(WebError::NoCertificate {
             path: cert.to_owned(),
-            reason: "no certificate".into(),
         });
     }
     let key_bytes = read(key)?;
-    let key_der = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|e| WebError::Pem {
+    let key_der = PrivateKeyDer::from_pem_slice(&key_bytes).map_err(|source| WebError::Pem {
         path: key.to_owned(),
-        reason: e.to_string(),
+        source,
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| WebError::Tls {
-            reason: e.to_string(),
-        })?
+        .map_err(|source| WebError::Tls { source })?
         .with_no_client_auth()
         .with_single_cert(certs, key_der)
-        .map_err(|e| WebError::Tls {
-            reason: e.to_string(),
-        })?;
+        .map_err(|source| WebError::Tls { source })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

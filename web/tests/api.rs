@@ -114,32 +114,32 @@ async fn a_reader_token_reads_every_document() {
     let (a, an, _b, bn, _fabric) = fabric_pair(frozen()).await;
     let api = serve(a, frozen(), Mode::Https).await;
 
-    let nets: web::dto::NetShow = serde_json::from_value(api.read("/api/v1/nets").await).unwrap();
-    assert_eq!(nets.nets[0].net_type, "lo");
-    assert_eq!(nets.nets[0].nis[0].nid, "0@lo");
-    assert_eq!(nets.nets[1].net_type, "tcp");
-    let nids: Vec<&str> = nets.nets[1].nis.iter().map(|n| n.nid.as_str()).collect();
+    let nets: lnet::show::NetShow = serde_json::from_value(api.read("/api/v1/nets").await).unwrap();
+    assert_eq!(nets.nets[0].net_type.to_string(), "lo");
+    assert_eq!(nets.nets[0].nis[0].nid.to_string(), "0@lo");
+    assert_eq!(nets.nets[1].net_type.to_string(), "tcp");
+    let nids: Vec<String> = nets.nets[1].nis.iter().map(|n| n.nid.to_string()).collect();
     assert_eq!(nids, ["10.0.0.1@tcp", "10.0.0.2@tcp"]);
     assert!(nets.nets[1]
         .nis
         .iter()
-        .all(|n| n.health_stats.health_value == 1000 && n.status == web::dto::NiStatus::Up));
+        .all(|n| n.health_stats.health_value == 1000 && n.status == lnet::config::NiStatus::Up));
 
-    let peers: web::dto::PeerShow =
+    let peers: lnet::show::PeerShow =
         serde_json::from_value(api.read("/api/v1/peers").await).unwrap();
     assert_eq!(peers.peers.len(), 1);
-    assert_eq!(peers.peers[0].primary_nid, bn[0].to_string());
+    assert_eq!(peers.peers[0].primary_nid, bn[0]);
     assert!(peers.peers[0].multi_rail);
     assert_eq!(peers.peers[0].nis.len(), 2);
 
-    let _: web::dto::StatsShow = serde_json::from_value(api.read("/api/v1/stats").await).unwrap();
-    let global: web::dto::GlobalShow =
+    let _: lnet::show::StatsShow = serde_json::from_value(api.read("/api/v1/stats").await).unwrap();
+    let global: lnet::show::GlobalShow =
         serde_json::from_value(api.read("/api/v1/global").await).unwrap();
     assert_eq!(global.global.retry_count, Some(0));
     assert_eq!(global.global.health_sensitivity, Some(0));
     assert_eq!(global.global.transaction_timeout, Some(150));
     for q in ["local", "peer"] {
-        let r: web::dto::RecoveryShow =
+        let r: lnet::show::RecoveryShow =
             serde_json::from_value(api.read(&format!("/api/v1/recovery/{q}")).await).unwrap();
         assert!(r.nids.is_empty());
     }
@@ -639,10 +639,10 @@ async fn admin_changes_apply_and_are_recorded_with_the_token_name() {
         )
         .await;
     assert_eq!(got.status, StatusCode::CREATED, "{got:?}");
-    let peer: web::dto::ShowPeer = serde_json::from_str(&got.text).unwrap();
-    assert_eq!(peer.primary_nid, "10.0.5.1@tcp");
+    let peer: lnet::show::ShowPeer = serde_json::from_str(&got.text).unwrap();
+    assert_eq!(peer.primary_nid.to_string(), "10.0.5.1@tcp");
     assert!(!peer.multi_rail);
-    let nids: Vec<&str> = peer.nis.iter().map(|n| n.nid.as_str()).collect();
+    let nids: Vec<String> = peer.nis.iter().map(|n| n.nid.to_string()).collect();
     assert_eq!(nids, ["10.0.5.1@tcp", "10.0.5.2@tcp"]);
     let peers = api.read("/api/v1/peers").await;
     let primaries: BTreeSet<String> = peers["peers"]
@@ -979,7 +979,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         "PeerAdd",
         "PingRequest",
         "PingResult",
-        "FaultRuleSpec",
+        "FaultRule",
+        "FaultTrigger",
         "FaultRuleDoc",
         "FaultRuleList",
         "ErrorBody",

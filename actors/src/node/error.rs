@@ -1,4 +1,8 @@
-//! Why a node refused a request ([`NodeError`]).
+//! Why a node refused a request ([`NodeError`]), with the typed causes it carries: an
+//! LND's start error ([`LndStartError`]) and why a peer was refused ([`BadPeerReason`]).
+
+use std::error::Error;
+use std::sync::Arc;
 
 use actix::MailboxError;
 use lnet::fault::FaultAddError;
@@ -16,10 +20,11 @@ pub enum NodeError {
         error: lnet::route::RouteError,
     },
     /// The LND could not start the NI.
-    #[error("NI could not start: {reason}")]
+    #[error("NI could not start: {source}")]
     NiStart {
-        /// Why.
-        reason: String,
+        /// Why: the LND's own start error.
+        #[source]
+        source: LndStartError,
     },
     /// An NI with this NID exists already.
     #[error("NI {nid} exists already")]
@@ -43,7 +48,8 @@ pub enum NodeError {
     #[error("bad peer: {reason}")]
     BadPeer {
         /// Why.
-        reason: String,
+        #[source]
+        reason: BadPeerReason,
     },
     /// Too many sends in flight.
     #[error("too many messages in flight ({max})")]
@@ -59,7 +65,51 @@ pub enum NodeError {
     FaultRule(#[source] FaultAddError),
     /// A UDSP rule list was refused.
     #[error("UDSP rules refused: {0}")]
-    Udsp(UdspError),
+    Udsp(#[from] UdspError),
+}
+
+/// The start error of an LND (its [`lnd::Lnd::StartError`]), whatever the LND. Clones
+/// share the error and compare equal; two errors from different starts do not.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(transparent)]
+pub struct LndStartError(Arc<dyn Error + Send + Sync + 'static>);
+
+impl LndStartError {
+    /// Wraps the start error of an LND.
+    pub fn new<E: Error + Send + Sync + 'static>(error: E) -> LndStartError {
+        LndStartError(Arc::new(error))
+    }
+
+    /// The LND's error, to be downcast to its type (e.g. `lnd::socklnd::StartError`).
+    pub fn get(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl PartialEq for LndStartError {
+    fn eq(&self, other: &LndStartError) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LndStartError {}
+
+/// Why a configured peer was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadPeerReason {
+    /// It has no NID, or one of its NIDs is this node's own.
+    #[error("a peer needs NIDs, none of them this node's")]
+    NoUsableNid,
+    /// One of its NIDs belongs to another configured peer (seed 003 snd-065: the same
+    /// NID under two peers is an error).
+    #[error("{nid} belongs to peer {owner} already")]
+    NidTaken {
+        /// The NID asked for.
+        nid: Nid,
+        /// The configured peer that has it.
+        owner: Nid,
+    },
 }
 
 impl From<MailboxError> for NodeError {

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::config::NodeConfig;
 use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingReply};
-use super::error::NodeError;
+use super::error::{LndStartError, NodeError};
 use super::forward::{Drained, ForwardsInFlight, StartDrain};
 use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy};
 use super::msgs::{
@@ -170,7 +170,7 @@ impl Node {
         let lnd = L::start(config, self.handler())
             .await
             .map_err(|e| NodeError::NiStart {
-                reason: e.to_string(),
+                source: LndStartError::new(e),
             })?;
         Ok(Arc::new(NiDriver::new(lnd)))
     }
@@ -435,7 +435,7 @@ impl Node {
     /// Replaces the UDSP rules (`udsp:`; `lnetctl udsp add|del`): they apply to every
     /// selection from now on. A bad list is refused whole, naming the rule and field.
     pub async fn set_udsp(&self, rules: &[lnet::config::UdspRule]) -> Result<(), NodeError> {
-        let policy = UdspPolicy::new(rules).map_err(NodeError::Udsp)?;
+        let policy = UdspPolicy::new(rules)?;
         Ok(self.addr.send(SetUdsp(policy)).await?)
     }
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use actix::prelude::*;
 use lnet::Nid;
 
-use super::error::NodeError;
+use super::error::{BadPeerReason, NodeError};
 use super::{LnetActor, PeerNiEntry};
 use crate::ni::{PeerNiActor, PeerNiView};
 
@@ -29,15 +29,6 @@ pub(super) struct Peer {
     /// Added by the administrator (configuration, API), not only learned from traffic or
     /// discovery: another configured peer may not take its NIDs.
     pub(super) configured: bool,
-}
-
-/// Why a configured peer was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct NidTaken {
-    /// The NID asked for.
-    pub(super) nid: Nid,
-    /// The configured peer that has it.
-    pub(super) owner: Nid,
 }
 
 /// Peers by primary NID, with an index from every peer NI to its peer.
@@ -73,11 +64,11 @@ impl PeerTable {
 
     /// Checks that a configured peer `primary` with `nids` takes no NID of another
     /// configured peer (seed 003 snd-065: the same NID under two peers is an error).
-    pub(super) fn check_configured(&self, primary: Nid, nids: &[Nid]) -> Result<(), NidTaken> {
+    pub(super) fn check_configured(&self, primary: Nid, nids: &[Nid]) -> Result<(), BadPeerReason> {
         for nid in std::iter::once(&primary).chain(nids) {
             if let Some(owner) = self.get(nid) {
                 if owner.configured && owner.primary != primary {
-                    return Err(NidTaken {
+                    return Err(BadPeerReason::NidTaken {
                         nid: *nid,
                         owner: owner.primary,
                     });
@@ -199,7 +190,7 @@ impl Handler<AddPeer> for LnetActor {
     fn handle(&mut self, m: AddPeer, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
         if m.nids.is_empty() || m.nids.iter().any(|n| self.is_local(n)) {
             return Err(NodeError::BadPeer {
-                reason: "a peer needs NIDs, none of them this node's".into(),
+                reason: BadPeerReason::NoUsableNid,
             });
         }
         let mut nids = m.nids;
@@ -208,9 +199,7 @@ impl Handler<AddPeer> for LnetActor {
         }
         self.peers
             .check_configured(m.primary, &nids)
-            .map_err(|NidTaken { nid, owner }| NodeError::BadPeer {
-                reason: format!("{nid} belongs to peer {owner} already"),
-            })?;
+            .map_err(|reason| NodeError::BadPeer { reason })?;
         self.set_peer(m.primary, nids, m.multi_rail, true);
         Ok(())
     }
@@ -287,7 +276,7 @@ mod tests {
         // ... a configured peer's NIDs may not.
         assert_eq!(
             t.check_configured(nid("10.0.0.7@tcp"), &[nid("10.0.0.9@tcp")]),
-            Err(NidTaken {
+            Err(BadPeerReason::NidTaken {
                 nid: nid("10.0.0.9@tcp"),
                 owner: nid("10.0.0.1@tcp"),
             })

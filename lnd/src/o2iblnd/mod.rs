@@ -7,8 +7,12 @@
 //! The driver keeps its protocol decisions in plain modules that build and test everywhere:
 //! [`config`] (the tunables), [`connect`] (CONNREQ checks and rejects, CONNACK checks, the
 //! reaction to a reject), [`credits`] (the credit flow of a connection) and [`status`]
-//! (send failures to health statuses). With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
-//! NI over real verbs and RDMA-CM (`ni`, with the C calls confined to `sys`): a listener
+//! (send failures to health statuses). [`exchange`] is the data path as a pure state
+//! machine: the IMMEDIATE, PUT and GET exchanges of established connections, driven by
+//! events with the time passed in, answering with actions; its tests run two of them
+//! against each other in memory. With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
+//! NI over real verbs and RDMA-CM (`ni`, the I/O layer that drives [`exchange`], with the
+//! C calls confined to `sys`): a listener
 //! on port 987, active connects, IMMEDIATE messages, PUT by RDMA WRITE
 //! (PUT_REQ/PUT_ACK/PUT_DONE, PUT_NAK), the responder side of an optimised GET
 //! (GET_REQ, the REPLY written by RDMA, GET_DONE), NOOPs for credits and keepalive, tx
@@ -25,6 +29,7 @@
 pub mod config;
 pub mod connect;
 pub mod credits;
+pub mod exchange;
 #[cfg(feature = "o2ib-verbs")]
 mod ni;
 #[cfg(feature = "o2ib-verbs")]

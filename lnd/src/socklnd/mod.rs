@@ -27,5 +27,4 @@ pub mod wire;
 
 pub use config::SockLndConfig;
 pub use ni::{SockLnd, StartError};
-pub use peer::PeerStats;
-pub use stats::{CloseReason, NiStats};
+pub use stats::{CloseReason, NiStats, PeerStats};

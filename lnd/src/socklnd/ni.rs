@@ -14,8 +14,9 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
-use super::peer::{NiShared, PeerCmd, PeerStats, Peers};
-use super::stats::{CloseCounters, CloseReason, NiStats};
+use super::peer::cmd::PeerCmd;
+use super::peer::{NiShared, Peers};
+use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats};
 use crate::lnd::{Lnd, LndHandler, SendError, TxRequest};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.

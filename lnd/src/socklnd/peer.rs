@@ -16,19 +16,24 @@ use std::time::Duration;
 
 use lnet::{HeaderForm, ProcessId};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio::time::Instant;
 
+mod close;
+pub(crate) mod cmd;
+
 use super::config::SockLndConfig;
-use super::conn::{ConnEnd, LastAlive, Reader, WriteItem, Writer, WriterProgress};
+use super::conn::end::ConnEnd;
+use super::conn::{LastAlive, Reader, WriteItem, Writer, WriterProgress};
 use super::credits::TxCredits;
 use super::handshake::{self, ConnectError, Established, PassiveContext, PassiveDecision};
 use super::placement::{self, Candidate, Traffic};
-use super::stats::{CloseCounters, CloseReason};
+use super::stats::{CloseCounters, CloseReason, PeerStats};
 use super::status::TxFailure;
-use super::wire::{lnet_frame_len, ByteOrder, ConnType, Hello, KsockHeader, ProtoVersion};
-use crate::lnd::{LndHandler, PeerDown, TxCompletion, TxRequest};
+use super::wire::{lnet_frame_len, ByteOrder, ConnType, KsockHeader, ProtoVersion};
+use crate::lnd::{LndHandler, TxCompletion, TxRequest};
+use cmd::PeerCmd;
 
 /// After this many HELLO refusals in a row the peer stops opening connections if it has
 /// any (`SOCKNAL_MAX_RETRIES`).
@@ -109,50 +114,6 @@ impl<H: LndHandler> NiShared<H> {
             data: data_tx,
         })
     }
-}
-
-/// What the other tasks tell a peer task.
-pub(crate) enum PeerCmd {
-    /// A valid HELLO request arrived: decide (and reserve a slot if accepted).
-    Offer {
-        hello: Hello,
-        loopback: bool,
-        reply: oneshot::Sender<PassiveDecision>,
-    },
-    /// The accepted connection's reply went out: start using it.
-    Attach {
-        stream: TcpStream,
-        hello: Hello,
-        order: ByteOrder,
-        ctype: ConnType,
-    },
-    /// The accepted connection's reply could not be written: release its slot.
-    Withdraw { ctype: ConnType },
-    /// A writer handed send `seq` to TCP whole.
-    Sent { conn: u64, seq: u64 },
-    /// A connection ended.
-    Closed { conn: u64, end: ConnEnd },
-    /// A frame asking for zero-copy was received whole: acknowledge its cookie.
-    ZcAck { cookie: u64 },
-    /// Report the peer's state.
-    Stats { reply: oneshot::Sender<PeerStats> },
-}
-
-/// A snapshot of one peer of a socklnd NI.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerStats {
-    /// The peer.
-    pub peer: ProcessId,
-    /// Its established connections: this side's type and the version, in setup order.
-    pub conns: Vec<(ConnType, ProtoVersion)>,
-    /// Peer tx credits as `lnetctl` counts them: free credits minus queued messages.
-    pub credits: i64,
-    /// The lowest value `credits` has had.
-    pub min_credits: i64,
-    /// Messages waiting for a connection or a credit.
-    pub queued: usize,
-    /// Messages handed to a connection and not yet completed.
-    pub in_flight: usize,
 }
 
 struct Queued {
@@ -651,108 +612,9 @@ impl<H: LndHandler> PeerTask<H> {
         }
     }
 
-    /// Connection `id` ended: close it and, as the kernel does, every other connection
-    /// to the peer. Their unsent messages go back to the queue (a new set is opened for
-    /// them); the sends being written fail as `end` says. Tells the upper layer if the
-    /// peer is now down.
-    fn close_with_siblings(&mut self, id: u64, end: &ConnEnd) {
-        if !self.conns.iter().any(|c| c.id == id) {
-            return;
-        }
-        self.close_conn(id, end, false);
-        let failure = end.failure();
-        let siblings: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
-        if !siblings.is_empty() {
-            tracing::info!(peer = %self.id, n = siblings.len(), "socklnd: closing the sibling connections of a closed connection");
-        }
-        for sib in siblings {
-            self.close_conn(sib, &ConnEnd::Sibling(failure), false);
-        }
-        self.maybe_peer_down(failure, &end.to_string());
-    }
-
-    /// Tells the upper layer the peer is down if it has no connection, none is being set
-    /// up, nothing waits to be sent, and it was not told already.
-    fn maybe_peer_down(&mut self, failure: TxFailure, why: &str) {
-        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
-        if self.down_reported || !self.conns.is_empty() || busy || !self.queue.is_empty() {
-            return;
-        }
-        self.down_reported = true;
-        tracing::info!(peer = %self.id, "socklnd: peer down: {why}");
-        self.ni.handler.on_peer_down(PeerDown::new(
-            self.ni.me.nid,
-            self.id.nid,
-            failure.status(),
-            why.to_owned(),
-        ));
-    }
-
     fn release(&mut self, ctype: ConnType) {
         if let Some(n) = self.reserved.get_mut(&ctype) {
             *n = n.saturating_sub(1);
-        }
-    }
-
-    fn close_all(&mut self, end: impl Fn() -> ConnEnd) {
-        let ids: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
-        for id in ids {
-            self.close_conn(id, &end(), false);
-        }
-    }
-
-    /// Drops connection `id`: sends written whole complete OK, the one being written
-    /// fails as `end` says, the others go back to the queue (or fail as aborted when
-    /// `stopping`).
-    fn close_conn(&mut self, id: u64, end: &ConnEnd, stopping: bool) {
-        let Some(pos) = self.conns.iter().position(|c| c.id == id) else {
-            return;
-        };
-        let conn = self.conns.remove(pos);
-        for t in &conn.tasks {
-            t.abort();
-        }
-        // The set changed: opening connections may help again.
-        self.refusals = 0;
-        if !stopping {
-            let reason = CloseReason::of_end(end);
-            self.ni.closes.count(reason);
-            tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, ?reason, "socklnd: connection closed: {end}");
-        }
-        let current = conn.progress.current();
-        let seqs: Vec<u64> = self
-            .inflight
-            .iter()
-            .filter(|(_, inf)| inf.conn == id)
-            .map(|(seq, _)| *seq)
-            .collect();
-        let mut back = Vec::new();
-        for seq in seqs {
-            let Some(inf) = self.inflight.remove(&seq) else {
-                continue;
-            };
-            self.credits.give_back();
-            if conn.progress.is_done(seq) {
-                self.complete(&inf.tx, None);
-            } else if stopping {
-                self.complete(&inf.tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
-            } else if current == Some(seq) {
-                self.complete(&inf.tx, Some((end.failure(), end.to_string())));
-            } else {
-                back.push(Queued {
-                    tx: inf.tx,
-                    since: inf.since,
-                });
-            }
-        }
-        for q in back.into_iter().rev() {
-            self.queue.push_front(q);
-        }
-        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
-        if self.conns.is_empty() && !busy {
-            // Nothing left of this incarnation of the peer.
-            self.record = None;
-            self.pending_noops.clear();
         }
     }
 
@@ -818,20 +680,6 @@ impl<H: LndHandler> PeerTask<H> {
                 }
             }
         }
-    }
-
-    fn shutdown(&mut self, data_rx: &mut mpsc::Receiver<TxRequest>) {
-        self.connects.abort_all();
-        let ids: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
-        for id in ids {
-            self.close_conn(id, &ConnEnd::Local, true);
-        }
-        self.fail_queue(TxFailure::Stopped, "NI stopped");
-        data_rx.close();
-        while let Ok(tx) = data_rx.try_recv() {
-            self.complete(&tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
-        }
-        self.tasks.abort_all();
     }
 }
 

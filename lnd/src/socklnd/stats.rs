@@ -8,9 +8,28 @@ use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::conn::ConnEnd;
+use lnet::ProcessId;
+
+use super::conn::end::ConnEnd;
 use super::handshake::{ConnectError, HandshakeError};
-use super::wire::DeframeError;
+use super::wire::{ConnType, DeframeError, ProtoVersion};
+
+/// A snapshot of one peer of a socklnd NI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerStats {
+    /// The peer.
+    pub peer: ProcessId,
+    /// Its established connections: this side's type and the version, in setup order.
+    pub conns: Vec<(ConnType, ProtoVersion)>,
+    /// Peer tx credits as `lnetctl` counts them: free credits minus queued messages.
+    pub credits: i64,
+    /// The lowest value `credits` has had.
+    pub min_credits: i64,
+    /// Messages waiting for a connection or a credit.
+    pub queued: usize,
+    /// Messages handed to a connection and not yet completed.
+    pub in_flight: usize,
+}
 
 /// Why a socklnd connection, or a connection attempt, ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -4,6 +4,7 @@ use crate::tunables::{TunableError, TunableName, Tunables};
 
 /// `global:`: the tunables of `lnetctl global show`, each optional on import, printed in
 /// this order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Global {
     /// `numa_range`.

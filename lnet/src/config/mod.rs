@@ -39,6 +39,7 @@ mod router;
 mod stats;
 mod udsp;
 mod validate;
+pub(crate) mod yaml;
 
 #[cfg(test)]
 mod tests;

@@ -15,6 +15,7 @@ pub struct NetConfig {
 }
 
 /// `up` / `down`, as `net show` prints an NI's `status`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NiStatus {
@@ -71,6 +72,7 @@ pub struct LocalNi {
 }
 
 /// `health stats:` of a local NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NiHealthStats {
@@ -99,6 +101,7 @@ pub struct NiHealthStats {
 }
 
 /// `tunables:` of a local NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NiTunables {
@@ -114,6 +117,7 @@ pub struct NiTunables {
 
 /// `lnd tunables:`, each key optional (socklnd has only `conns_per_peer` and `tos`),
 /// printed in this order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct LndTunables {
@@ -140,6 +144,7 @@ pub struct LndTunables {
 }
 
 /// `CPT: "[0,1]"`: the CPU partitions of an NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Cpts(pub Vec<u32>);
 

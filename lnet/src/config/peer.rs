@@ -19,6 +19,7 @@ pub struct Peer {
 }
 
 /// `state:` of a peer NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum PeerNiState {
     /// `up`.
@@ -87,6 +88,7 @@ impl PeerNi {
 }
 
 /// The credit counters of a peer NI (`peer show -v`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerNiCredits {
     /// `max_ni_tx_credits`.
@@ -106,6 +108,7 @@ pub struct PeerNiCredits {
 }
 
 /// `health stats:` of a peer NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerNiHealthStats {

@@ -14,7 +14,7 @@ pub struct Route {
     pub net: Net,
     /// `gateway`: the NID the route was added with.
     pub gateway: Nid,
-    /// `hop`: 1..=255, or [`HOP_UNDEFINED`]; checked by [`validate`](super::validate).
+    /// `hop`: 1..=255, or [`HOP_UNDEFINED`]; checked when the configuration is validated.
     pub hop: Option<i64>,
     /// `priority`: lower is better, 0 by default.
     pub priority: Option<u32>,

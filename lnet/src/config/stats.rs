@@ -3,6 +3,7 @@
 //! ignores them.
 
 /// `statistics:` of an NI or a peer NI.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NiStatistics {
     /// `send_count`.
@@ -16,6 +17,7 @@ pub struct NiStatistics {
 }
 
 /// The latency keys of `statistics:` on post-2.17.0 builds, in output order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LatencyStats {
     /// `put_egress_samples`.
@@ -45,6 +47,7 @@ pub struct LatencyStats {
 }
 
 /// `sent_stats:`, `received_stats:` or `dropped_stats:`: counts per message type.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct MsgStats {

@@ -92,6 +92,7 @@ impl<'de> Deserialize<'de> for NidMatch {
 }
 
 /// What a rule does to the messages it fires on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum FaultKind {
@@ -109,6 +110,7 @@ pub enum FaultKind {
 pub const MAX_LATENCY_MS: u64 = 3_600_000;
 
 /// Which of the matching messages a rule fires on.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultTrigger {
@@ -128,6 +130,7 @@ pub enum FaultTrigger {
 }
 
 /// An LNet message type a rule can be limited to (`--message`).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultMsgType {
@@ -163,6 +166,7 @@ impl FaultMsgType {
 
 /// The health status a drop rule fails a send with (`--health_error`), in lnetctl's
 /// spelling.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultHealthError {
@@ -248,6 +252,7 @@ pub enum Direction {
 }
 
 /// On which path a rule applies.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultPath {
@@ -278,17 +283,21 @@ pub const MAX_PORTAL: u32 = 63;
 ///
 /// Its serde form is the rule's stored and API form: NID patterns as text, absent
 /// optional fields taking their default.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultRule {
     /// `--local_nid`: only messages sent or received by this local NI; absent for every NI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<String>, example = "10.0.0.1@tcp"))]
     pub local_nid: Option<Nid>,
     /// Drop or delay.
     pub kind: FaultKind,
-    /// `--source`: the header's source NID.
+    /// `--source`: the header's source NID (`*`, `*@NET` or a NID).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "*"))]
     pub source: NidMatch,
-    /// `--dest`: the header's destination NID.
+    /// `--dest`: the header's destination NID (`*`, `*@NET` or a NID).
+    #[cfg_attr(feature = "openapi", schema(value_type = String, example = "*@o2ib1"))]
     pub dest: NidMatch,
     /// `--rate`, `--interval` or another trigger.
     pub trigger: FaultTrigger,

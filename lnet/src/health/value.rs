@@ -5,8 +5,8 @@
 //! lowers it by `health_sensitivity`, never below 0; a success raises it by
 //! `health_sensitivity`, never above 1000. A `health_sensitivity` of 0 turns health off:
 //! nothing goes down (and nothing goes up by increments either). Routers and routing nodes
-//! restore a peer NI straight to 1000 instead of incrementing (see
-//! [`crate::health::check`]).
+//! restore a peer NI straight to 1000 instead of incrementing (the message-status rules
+//! decide which).
 
 use std::fmt;
 

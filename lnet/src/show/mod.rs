@@ -30,7 +30,7 @@ pub use net::{NetLayout, NetShow, ShowNet, ShowNi};
 pub use other::{GlobalShow, PingShow, RecoveryKind, RecoveryShow, StatsShow};
 pub use peer::{PeerShow, ShowPeer, ShowPeerNi};
 
-use crate::config::print::{self, Key, Node};
+use crate::config::yaml::{self, Key, Node};
 use crate::nid::Nid;
 
 /// The verbosity of a `show` command: `-v` alone is 1, `-v N` is N, none is 0 (reference
@@ -65,6 +65,7 @@ impl Verbosity {
 /// preferred-router list, which no rule fills, and a local NI has no source list. The
 /// netlink kernels send only the gateway list, so `Preferred source NIDs` appears only in
 /// the output of the ioctl era. Empty lists are left out of the JSON form too.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct UdspInfo {
     /// `net priority`.
@@ -73,10 +74,12 @@ pub struct UdspInfo {
     pub nid_priority: i32,
     /// `Preferred gateway NIDs` (UDSP `dst` + `rte` rules).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub preferred_gateways: Vec<Nid>,
     /// `Preferred source NIDs` (UDSP `src` + `dst` rules, or a non-Multi-Rail peer NI's
     /// preferred local NID).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub preferred_sources: Vec<Nid>,
 }
 
@@ -106,14 +109,14 @@ impl UdspInfo {
                         .map(|(i, n)| {
                             (
                                 Key::Owned(format!("NID-{i}")),
-                                Node::Scalar(print::plain(&n.to_string())),
+                                Node::Scalar(yaml::plain(&n.to_string())),
                             )
                         })
                         .collect(),
                 )
             })
         }
-        print::MapB::default()
+        yaml::MapB::default()
             .scalar("net priority", self.net_priority)
             .scalar("nid priority", self.nid_priority)
             .node("Preferred gateway NIDs", list(&self.preferred_gateways))
@@ -137,13 +140,13 @@ fn insert_after(node: &mut Node, after: &str, key: &'static str, value: Node) {
 /// One top-level document `key:` with `value`, in the netlink/libyaml layout.
 fn netlink_doc(key: &'static str, value: Node) -> String {
     let mut out = String::new();
-    print::write_map(&mut out, &[(key.into(), value)], 0, None, print::NETLINK);
+    yaml::write_map(&mut out, &[(key.into(), value)], 0, None, yaml::NETLINK);
     out
 }
 
 /// One top-level document `key:` with `value`, in the cYAML layout.
 fn cyaml_doc(key: &'static str, value: Node) -> String {
     let mut out = String::new();
-    print::write_cyaml(&mut out, &[(key.into(), value)], 0, false, false);
+    yaml::write_cyaml(&mut out, &[(key.into(), value)], 0, false, false);
     out
 }

@@ -1,7 +1,8 @@
 //! `lnetctl net show [-v N]` (reference 4.1).
 
 use super::{cyaml_doc, insert_after, netlink_doc, UdspInfo, Verbosity};
-use crate::config::print::{self, MapB, Node};
+use crate::config::print;
+use crate::config::yaml::{MapB, Node};
 use crate::config::{Cpts, LndTunables, LocalNi, MsgStats, NiHealthStats, NiStatistics};
 use crate::config::{NiStatus, NiTunables};
 use crate::nid::{Net, Nid};
@@ -18,6 +19,7 @@ pub enum NetLayout {
 }
 
 /// The `net show` document: every local net, `lo` first.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct NetShow {
     /// The nets, in output order.
@@ -25,18 +27,22 @@ pub struct NetShow {
 }
 
 /// One item of `net:`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowNet {
     /// `net type`.
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub net_type: Net,
     /// `local NI(s):`.
     pub nis: Vec<ShowNi>,
 }
 
 /// One item of `local NI(s):`, with every field; the verbosity picks what prints.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowNi {
     /// `nid` (always).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub nid: Nid,
     /// `status` (always).
     pub status: NiStatus,

@@ -4,12 +4,13 @@
 use std::borrow::Cow;
 
 use super::{cyaml_doc, netlink_doc};
-use crate::config::print::{self, MapB, Node, Style};
+use crate::config::yaml::{self, MapB, Node, Style};
 use crate::config::{Config, Global};
 use crate::nid::Nid;
 use crate::tunables::Tunables;
 
 /// The `lnetctl stats show` document: LNet's global counters, printed in this order.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatsShow {
@@ -116,6 +117,7 @@ impl StatsShow {
 }
 
 /// The `lnetctl global show` document.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct GlobalShow {
     /// The 13 keys; `None` ones are not printed.
@@ -174,7 +176,7 @@ impl PingShow {
             .node("peer_ni", Some(Node::Seq(nis)))
             .done();
         let mut out = String::new();
-        print::write_map(
+        yaml::write_map(
             &mut out,
             &[("ping".into(), Node::Seq(vec![item]))],
             0,
@@ -186,6 +188,7 @@ impl PingShow {
 }
 
 /// Which queue `lnetctl debug recovery` shows.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RecoveryKind {
     /// `--local`: local NIs in recovery.
@@ -195,11 +198,13 @@ pub enum RecoveryKind {
 }
 
 /// The `lnetctl debug recovery --local|--peer` document: the NIDs on a recovery queue.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RecoveryShow {
     /// The queue.
     pub kind: RecoveryKind,
     /// The NIDs on it, in queue order (`nid-0`, `nid-1`, ...).
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
     pub nids: Vec<Nid>,
 }
 
@@ -221,7 +226,7 @@ impl RecoveryShow {
             .map(|(i, nid)| {
                 (
                     Cow::Owned(format!("nid-{i}")),
-                    Node::Scalar(print::plain(&nid.to_string())),
+                    Node::Scalar(yaml::plain(&nid.to_string())),
                 )
             })
             .collect();

@@ -1,12 +1,14 @@
 //! `lnetctl peer show [-v N]` (reference 4.2).
 
 use super::{insert_after, netlink_doc, UdspInfo, Verbosity};
-use crate::config::print::{self, MapB, Node};
+use crate::config::print;
+use crate::config::yaml::{MapB, Node};
 use crate::config::PeerNiState;
 use crate::config::{MsgStats, NiStatistics, PeerNi, PeerNiCredits, PeerNiHealthStats};
 use crate::nid::Nid;
 
 /// The `peer show` document.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PeerShow {
     /// The peers, in output order.
@@ -14,9 +16,11 @@ pub struct PeerShow {
 }
 
 /// One item of `peer:`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeer {
     /// `primary nid` (always).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub primary_nid: Nid,
     /// `Multi-Rail` (always).
     pub multi_rail: bool,
@@ -27,9 +31,11 @@ pub struct ShowPeer {
 }
 
 /// One item of `peer ni:`, with every field; the verbosity picks what prints.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ShowPeerNi {
     /// `nid` (always).
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
     pub nid: Nid,
     /// `udsp info:` (from `-v 4`; `None` on kernels without UDSP).
     pub udsp: Option<UdspInfo>,

@@ -6,7 +6,7 @@ use lnet::Nid;
 use crate::engine::{TreeId, WriteSet};
 use crate::error::StoreError;
 use crate::keys;
-use crate::records::{NidText, PeerRecord};
+use crate::records::{PeerRecord, Stored};
 use crate::Store;
 
 impl Store {
@@ -65,7 +65,7 @@ impl Store {
                 key: format!("{nid} of peer {primary}"),
             });
         }
-        record.peer_nis.push(NidText(*nid));
+        record.peer_nis.push(Stored(*nid));
         let mut set = WriteSet::new();
         set.put(TreeId::Peers, &keys::nid_key(primary), &record)?;
         self.trees.commit(set)

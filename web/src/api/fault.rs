@@ -17,23 +17,12 @@ use crate::state::AppState;
 
 use super::{parse_nid, TAG_CHANGE, TAG_SHOW};
 
-/// A fault rule to add on a local NI: an [`lnet::fault::FaultRule`] in its JSON form,
-/// e.g. `{"kind": "drop", "source": "*", "dest": "*@o2ib1", "trigger": {"rate": 10},
-/// "message_types": ["put"], "health_error": "remote_timeout"}` or `{"kind": {"delay":
-/// {"latency_ms": 500}}, "source": "10.0.0.7@tcp", "dest": "*", "trigger": {"interval":
-/// 5}}`. Its `local_nid`, when given, is the NI of the path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(transparent)]
-#[schema(value_type = Object)]
-pub struct FaultRuleSpec(pub FaultRule);
-
 /// A fault rule of a local NI and what it has done (`lnetctl fault drop|delay show`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct FaultRuleDoc {
     /// Its id, unique on the node.
     pub id: u64,
-    /// The rule, in the form [`FaultRuleSpec`] takes.
-    #[schema(value_type = Object)]
+    /// The rule.
     pub rule: FaultRule,
     /// Messages its filters accepted.
     pub matched: u64,
@@ -110,11 +99,16 @@ pub(crate) async fn list_fault_rules(
     }))
 }
 
-/// Adds a fault rule on a local NI (`lnetctl fault drop|delay add --local_nid`).
+/// Adds a fault rule on a local NI (`lnetctl fault drop|delay add --local_nid`): an
+/// [`lnet::fault::FaultRule`] in its JSON form, e.g. `{"kind": "drop", "source": "*",
+/// "dest": "*@o2ib1", "trigger": {"rate": 10}, "message_types": ["put"], "health_error":
+/// "remote_timeout"}` or `{"kind": {"delay": {"latency_ms": 500}}, "source":
+/// "10.0.0.7@tcp", "dest": "*", "trigger": {"interval": 5}}`. Its `local_nid`, when
+/// given, is the NI of the path.
 #[utoipa::path(post, path = "/api/v1/nis/{nid}/fault-rules", tag = TAG_CHANGE,
     security(("bearer" = [])),
     params(("nid" = String, Path, description = "The local NI", example = "10.0.0.1@tcp")),
-    request_body = FaultRuleSpec,
+    request_body = FaultRule,
     responses(
         (status = 201, description = "The rule added", body = FaultRuleDoc),
         (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
@@ -130,7 +124,7 @@ pub(crate) async fn add_fault_rule(
     State(s): State<AppState>,
     admin: Admin,
     PathParams(nid): PathParams<String>,
-    Body(FaultRuleSpec(mut rule)): Body<FaultRuleSpec>,
+    Body(mut rule): Body<FaultRule>,
 ) -> Result<(StatusCode, Json<FaultRuleDoc>), ApiError> {
     let nid = local_ni(&s, &nid).await?;
     if rule.local_nid.is_some_and(|n| n != nid) {

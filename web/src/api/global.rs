@@ -5,7 +5,6 @@ use axum::Json;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::dto::{self, from_model};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Admin, Body, Reader};
 use crate::state::AppState;
@@ -16,17 +15,15 @@ use super::{TAG_CHANGE, TAG_SHOW};
 #[utoipa::path(get, path = "/api/v1/global", tag = TAG_SHOW,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The global tunables", body = dto::GlobalShow),
+        (status = 200, description = "The global tunables", body = lnet::show::GlobalShow),
         (status = 401, description = "No or unknown token", body = ErrorBody),
     ))]
 pub(crate) async fn get_global(
     State(s): State<AppState>,
     _r: Reader,
-) -> Result<Json<dto::GlobalShow>, ApiError> {
+) -> Result<Json<lnet::show::GlobalShow>, ApiError> {
     let t = s.shared.tunables.lock().await.clone();
-    Ok(Json(from_model(&lnet::show::GlobalShow::from_tunables(
-        &t,
-    ))?))
+    Ok(Json(lnet::show::GlobalShow::from_tunables(&t)))
 }
 
 /// Tunables to set (`lnetctl set NAME VALUE` for each key given), checked with the
@@ -137,7 +134,7 @@ fn tunable_error(e: lnet::tunables::TunableError) -> ApiError {
     security(("bearer" = [])),
     request_body = GlobalUpdate,
     responses(
-        (status = 200, description = "The tunables now", body = dto::GlobalShow),
+        (status = 200, description = "The tunables now", body = lnet::show::GlobalShow),
         (status = 400, description = "Bad JSON", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
@@ -149,7 +146,7 @@ pub(crate) async fn put_global(
     State(s): State<AppState>,
     admin: Admin,
     Body(req): Body<GlobalUpdate>,
-) -> Result<Json<dto::GlobalShow>, ApiError> {
+) -> Result<Json<lnet::show::GlobalShow>, ApiError> {
     let mut current = s.shared.tunables.lock().await;
     let mut next = current.clone();
     req.apply(&mut next)?;
@@ -174,5 +171,5 @@ pub(crate) async fn put_global(
         .filter_map(|(n, v)| v.map(|v| format!("{n}={v}")))
         .collect();
     s.admin_event(&admin.0, "set_global", None, changed.join(" "));
-    Ok(Json(from_model(&doc)?))
+    Ok(Json(doc))
 }

@@ -7,7 +7,6 @@ use lnet::{Net, Nid};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use crate::dto::{self, from_model};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Admin, Body, Reader};
 use crate::state::AppState;
@@ -18,15 +17,15 @@ use super::{parse_nid, TAG_CHANGE, TAG_SHOW};
 #[utoipa::path(get, path = "/api/v1/peers", tag = TAG_SHOW,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "Every peer with its peer NIs", body = dto::PeerShow),
+        (status = 200, description = "Every peer with its peer NIs", body = lnet::show::PeerShow),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn get_peers(
     State(s): State<AppState>,
     _r: Reader,
-) -> Result<Json<dto::PeerShow>, ApiError> {
-    Ok(Json(from_model(&s.shared.node.peer_show().await?)?))
+) -> Result<Json<lnet::show::PeerShow>, ApiError> {
+    Ok(Json(s.shared.node.peer_show().await?))
 }
 
 /// A peer to add (`lnetctl peer add --prim_nid NID --nid NID,... [--non_mr]`); an existing
@@ -49,7 +48,7 @@ pub struct PeerAdd {
     security(("bearer" = [])),
     request_body = PeerAdd,
     responses(
-        (status = 201, description = "The peer as `peer show` shows it", body = dto::ShowPeer),
+        (status = 201, description = "The peer as `peer show` shows it", body = lnet::show::ShowPeer),
         (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
@@ -61,7 +60,7 @@ pub(crate) async fn add_peer(
     State(s): State<AppState>,
     admin: Admin,
     Body(req): Body<PeerAdd>,
-) -> Result<(StatusCode, Json<dto::ShowPeer>), ApiError> {
+) -> Result<(StatusCode, Json<lnet::show::ShowPeer>), ApiError> {
     let primary = parse_nid("primary_nid", &req.primary_nid)?;
     let mut nids = vec![primary];
     for (i, text) in req.nids.iter().enumerate() {
@@ -87,15 +86,14 @@ pub(crate) async fn add_peer(
             })?;
     }
     let show = node.peer_show().await?;
-    let peer = show
+    let doc = show
         .peers
-        .iter()
+        .into_iter()
         .find(|p| p.primary_nid == primary)
         .ok_or_else(|| ApiError::Conflict {
             field: Some("primary_nid".into()),
             message: format!("peer {primary} was replaced while it was added"),
         })?;
-    let doc: dto::ShowPeer = from_model(peer)?;
     let list: Vec<String> = nids.iter().map(Nid::to_string).collect();
     s.admin_event(
         &admin.0,

@@ -7,7 +7,6 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::dto::{self, from_model};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::Reader;
 use crate::state::AppState;
@@ -18,15 +17,15 @@ use super::TAG_SHOW;
 #[utoipa::path(get, path = "/api/v1/stats", tag = TAG_SHOW,
     security(("bearer" = [])),
     responses(
-        (status = 200, description = "The node's message counters", body = dto::StatsShow),
+        (status = 200, description = "The node's message counters", body = lnet::show::StatsShow),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn get_stats(
     State(s): State<AppState>,
     _r: Reader,
-) -> Result<Json<dto::StatsShow>, ApiError> {
-    Ok(Json(from_model(&s.shared.node.stats_show().await?)?))
+) -> Result<Json<lnet::show::StatsShow>, ApiError> {
+    Ok(Json(s.shared.node.stats_show().await?))
 }
 
 /// Node-wide counters.

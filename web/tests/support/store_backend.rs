@@ -39,8 +39,9 @@ impl TokenVerifier for StoreTokens {
 pub struct StoreLog(pub Arc<Store>);
 
 fn bad(what: &str, text: &str) -> SinkError {
-    SinkError {
+    SinkError::Refused {
         reason: format!("{what} {text:?} does not parse"),
+        source: None,
     }
 }
 
@@ -172,8 +173,8 @@ impl EventSink for StoreLog {
         if let Some(e) = StoreLog::event(&event.event)? {
             self.0
                 .append_event(event.at_ms, &e)
-                .map_err(|e| SinkError {
-                    reason: e.to_string(),
+                .map_err(|e| SinkError::Failed {
+                    source: Box::new(e),
                 })?;
         }
         Ok(())

@@ -17,13 +17,15 @@ pub mod cksum;
 pub mod endian;
 pub mod handshake;
 pub mod msg;
+pub mod params;
 pub mod rdma;
 pub mod rej;
 
 pub use cksum::CksumError;
-pub use handshake::{race_loser, ConnParams, RdmaCmParams};
+pub use handshake::{race_loser, RdmaCmParams};
 pub use lnet::ByteOrder;
-pub use msg::{Body, Completion, Cookie, KibMsg, MsgError, MsgType, Unpacked, Version};
+pub use msg::{Body, Completion, Cookie, KibMsg, MsgError, MsgType, Unpacked};
+pub use params::{ConnParams, Version, CONN_PARAMS_BYTES};
 pub use rdma::{RdmaDesc, RdmaError, RdmaFrag};
 pub use rej::{Rej, RejError, RejMagic, RejParams, RejWhy};
 

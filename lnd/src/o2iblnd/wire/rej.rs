@@ -13,8 +13,7 @@
 
 use lnet::order::{bytes_at, ByteOrder};
 
-use super::handshake::{ConnParams, CONN_PARAMS_BYTES};
-use super::msg::Version;
+use super::params::{ConnParams, Version, CONN_PARAMS_BYTES};
 use super::{IBLND_MSG_MAGIC, LNET_PROTO_MAGIC};
 
 /// Bytes of a full `kib_rej`.

@@ -4,7 +4,7 @@
 //! | off | size | field | notes |
 //! |---|---|---|---|
 //! | 0 | 4 | type | `0xC0` NOOP (nothing follows), `0xC1` LNET (LNet header + payload follow) |
-//! | 4 | 4 | csum | 0 = none; else the V2 checksum of the frame ([`super::csum`]) |
+//! | 4 | 4 | csum | 0 = none; else the V2 checksum of the frame (module `csum`) |
 //! | 8 | 8 | zc_cookies\[0\] | LNET: zero-copy request cookie; NOOP: first acknowledged cookie |
 //! | 16 | 8 | zc_cookies\[1\] | acknowledged cookie (1 in a NOOP = keepalive) |
 //!

@@ -1,0 +1,765 @@
+//! Two [`Exchanges`] driven against each other in memory: messages move from one side's
+//! posted sends to the other's receives, and an RDMA WRITE is a copy from one side's
+//! source buffers into the other side's sink buffers (or a test buffer standing for a
+//! kernel peer's memory). Time is passed in.
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use lnet::health::HealthStatus;
+use lnet::{Header, LndType, Message, Net, Nid, ProcessId, WireHandle};
+use tokio::time::Instant;
+
+use super::*;
+use crate::lnd::{RxDecision, TxCompletion, TxId, TxRequest};
+use crate::o2iblnd::credits::{clamp_concurrent_sends, ConnCredits};
+use crate::o2iblnd::wire::{
+    Body, Completion, KibMsg, RdmaDesc, Version, IBLND_MAX_IMMEDIATE, IBLND_MAX_RDMA_FRAGS,
+    IBLND_MSG_GET_DONE, IBLND_MSG_IMMEDIATE, IBLND_MSG_NOOP, IBLND_MSG_PUT_ACK, IBLND_MSG_PUT_DONE,
+    IBLND_MSG_PUT_NAK, IBLND_MSG_PUT_REQ,
+};
+
+const BULK: usize = 2;
+const STAMP_A: u64 = 0x1111;
+const STAMP_B: u64 = 0x2222;
+/// Each side's connection id for the other: different, so a mix-up shows.
+const CONN_A: u32 = 7;
+const CONN_B: u32 = 9;
+/// The remote key of the test buffer that stands for a kernel peer's GET sink.
+const KERNEL_RKEY: u32 = 0x77;
+const KERNEL_ADDR: u64 = 0x7000_0000;
+
+fn o2ib(last: u8) -> Nid {
+    Nid::from_ipv4(Net::new(LndType::O2IBLND, 0), Ipv4Addr::new(10, 0, 0, last))
+}
+
+fn put_header(from: Nid, to: Nid, len: usize) -> Header {
+    Header {
+        dest_nid: to,
+        src_nid: from,
+        dest_pid: 12345,
+        src_pid: 12345,
+        payload_length: u32::try_from(len).unwrap(),
+        msg: Message::Put {
+            ack_wmd: WireHandle::NONE,
+            match_bits: 42,
+            hdr_data: 0,
+            ptl_index: 4,
+            offset: 0,
+        },
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Bytes {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect::<Vec<u8>>()
+        .into()
+}
+
+/// What a side's layer above answers to an LNet header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Policy {
+    Receive,
+    Discard,
+    Close,
+}
+
+struct Side {
+    nid: Nid,
+    stamp: u64,
+    conn: u32,
+    ex: Exchanges,
+    src: Vec<u8>,
+    sink: Vec<u8>,
+    sink_region: SinkRegion,
+    policy: Policy,
+    /// Messages sent to this side, not yet received.
+    inbox: VecDeque<Bytes>,
+    /// Posted sends whose completion has not been reported, oldest first.
+    in_flight: VecDeque<(u32, u32)>,
+    delivered: Vec<(ProcessId, Header, Bytes)>,
+    completed: Vec<TxCompletion>,
+    closed: Vec<(u32, CloseWhy)>,
+    connects: Vec<Nid>,
+    timed_out: Vec<Nid>,
+    /// Type codes of the messages this side posted, in order.
+    sent_types: Vec<u8>,
+}
+
+impl Side {
+    fn new(last: u8, stamp: u64, conn: u32, sink_addr: u64, rkey: u32) -> Side {
+        let nid = o2ib(last);
+        let mut cfg = O2ibLndConfig::new(nid, stamp);
+        cfg.ntx = 16;
+        cfg.bulk_buffers = BULK;
+        let sink_region = SinkRegion {
+            addr: sink_addr,
+            rkey,
+        };
+        Side {
+            nid,
+            stamp,
+            conn,
+            ex: Exchanges::new(&cfg, sink_region),
+            src: vec![0; BULK * BULK_BUFFER_BYTES],
+            sink: vec![0; BULK * BULK_BUFFER_BYTES],
+            sink_region,
+            policy: Policy::Receive,
+            inbox: VecDeque::new(),
+            in_flight: VecDeque::new(),
+            delivered: Vec::new(),
+            completed: Vec::new(),
+            closed: Vec::new(),
+            connects: Vec::new(),
+            timed_out: Vec::new(),
+            sent_types: Vec::new(),
+        }
+    }
+
+    fn link_to(&mut self, now: Instant, peer: &Side, queue_depth: u16) {
+        let credits = ConnCredits::new(
+            Version::V2,
+            queue_depth,
+            queue_depth,
+            0,
+            clamp_concurrent_sends(Version::V2, 0, queue_depth),
+        );
+        self.ex.add_conn(
+            now,
+            self.conn,
+            LinkParams {
+                peer: peer.nid,
+                version: Version::V2,
+                peer_stamp: peer.stamp,
+                max_frags: IBLND_MAX_RDMA_FRAGS,
+                credits,
+            },
+        );
+        self.ex.flush(now, self.conn);
+    }
+
+    fn send(&mut self, now: Instant, id: u64, to: Nid, payload: Bytes) {
+        let header = put_header(self.nid, to, payload.len());
+        self.ex.send(
+            now,
+            TxRequest {
+                id: TxId(id),
+                peer: to,
+                header,
+                payload,
+            },
+        );
+    }
+
+    /// A message to this side as `from` would send it.
+    fn msg_from(&self, from: &Side, body: Body) -> Bytes {
+        KibMsg {
+            version: Version::V2,
+            credits: 0,
+            srcnid: from.nid,
+            srcstamp: from.stamp,
+            dstnid: self.nid,
+            dststamp: self.stamp,
+            body,
+        }
+        .encode()
+        .unwrap()
+        .into()
+    }
+
+    fn status_of(&self, id: u64) -> Option<HealthStatus> {
+        self.completed
+            .iter()
+            .find(|c| c.id == TxId(id))
+            .map(|c| c.status)
+    }
+}
+
+/// Carries out `side`'s actions: posted messages go to `out` (the other side's inbox),
+/// RDMA writes into `remote_sink` (the other side's sink) or `kernel` (a test buffer).
+fn run_actions(side: &mut Side, out: &mut VecDeque<Bytes>, remote: &mut RemoteMem<'_>) {
+    while let Some(action) = side.ex.poll_action() {
+        match action {
+            Action::Post(p) => {
+                assert_eq!(p.conn, side.conn, "posted on the wrong connection");
+                if let Some(fill) = &p.fill {
+                    let off = fill.slot * BULK_BUFFER_BYTES;
+                    side.src[off..off + fill.payload.len()].copy_from_slice(&fill.payload);
+                }
+                for w in &p.rdma {
+                    let data = &side.src[w.src_offset..w.src_offset + w.len as usize];
+                    remote.write(w.rkey, w.remote_addr, data);
+                }
+                let m = KibMsg::unpack_bytes(&p.msg).unwrap().msg;
+                side.sent_types.push(m.msg_type().code());
+                side.in_flight.push_back((p.conn, p.tx));
+                out.push_back(p.msg);
+            }
+            Action::Deliver {
+                from,
+                header,
+                payload,
+            } => side.delivered.push((from, header, payload)),
+            Action::DeliverSink {
+                from,
+                header,
+                offset,
+                len,
+                mut buf,
+            } => {
+                buf.clear();
+                buf.extend_from_slice(&side.sink[offset..offset + len]);
+                side.delivered.push((from, header, buf.freeze()));
+            }
+            Action::Complete(c) => side.completed.push(c),
+            Action::Close { conn, why } => side.closed.push((conn, why)),
+            Action::Connect { peer } => side.connects.push(peer),
+            Action::ConnectTimedOut { peer } => side.timed_out.push(peer),
+        }
+    }
+}
+
+/// Memory an RDMA WRITE may land in: the peer's sink buffers, or a kernel peer's buffer.
+struct RemoteMem<'a> {
+    sink: Option<(&'a mut Vec<u8>, SinkRegion)>,
+    kernel: Option<&'a mut Vec<u8>>,
+}
+
+impl RemoteMem<'_> {
+    fn write(&mut self, rkey: u32, addr: u64, data: &[u8]) {
+        if let Some((sink, region)) = &mut self.sink {
+            if region.rkey == rkey {
+                let off = usize::try_from(addr - region.addr).unwrap();
+                sink[off..off + data.len()].copy_from_slice(data);
+                return;
+            }
+        }
+        if let Some(k) = &mut self.kernel {
+            assert_eq!(rkey, KERNEL_RKEY, "RDMA WRITE with an unknown key");
+            let off = usize::try_from(addr - KERNEL_ADDR).unwrap();
+            k[off..off + data.len()].copy_from_slice(data);
+            return;
+        }
+        panic!("RDMA WRITE with an unknown key {rkey:#x}");
+    }
+}
+
+/// Carries out the actions of a side without a peer of its kind: RDMA writes may only
+/// land in `kernel`.
+fn run_alone(side: &mut Side, out: &mut VecDeque<Bytes>, kernel: Option<&mut Vec<u8>>) {
+    run_actions(side, out, &mut RemoteMem { sink: None, kernel });
+}
+
+fn decide(policy: Policy) -> RxDecision {
+    match policy {
+        Policy::Receive => RxDecision::Receive(BytesMut::new()),
+        Policy::Discard => RxDecision::Discard,
+        Policy::Close => RxDecision::Close,
+    }
+}
+
+/// Feeds one message to `side`, asking its policy about any LNet header.
+fn receive(side: &mut Side, now: Instant, raw: &Bytes) {
+    if let Some(q) = side.ex.on_receive(now, side.conn, raw) {
+        assert_eq!(q.conn(), side.conn);
+        side.ex.on_header_decision(now, q, decide(side.policy));
+    }
+}
+
+struct Pair {
+    a: Side,
+    b: Side,
+    now: Instant,
+    /// Whether B receives what A sends.
+    b_listens: bool,
+    /// Whether A receives what B sends.
+    a_listens: bool,
+    /// Whether posted sends complete.
+    sends_complete: bool,
+}
+
+impl Pair {
+    fn new(queue_depth: u16) -> Pair {
+        let now = Instant::now();
+        let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+        let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+        a.link_to(now, &b, queue_depth);
+        b.link_to(now, &a, queue_depth);
+        Pair {
+            a,
+            b,
+            now,
+            b_listens: true,
+            a_listens: true,
+            sends_complete: true,
+        }
+    }
+
+    /// One round: actions of both sides, then receives, then send completions.
+    fn step(&mut self) -> bool {
+        let Pair { a, b, now, .. } = self;
+        let mut to_b = VecDeque::new();
+        let mut to_a = VecDeque::new();
+        run_actions(
+            a,
+            &mut to_b,
+            &mut RemoteMem {
+                sink: Some((&mut b.sink, b.sink_region)),
+                kernel: None,
+            },
+        );
+        run_actions(
+            b,
+            &mut to_a,
+            &mut RemoteMem {
+                sink: Some((&mut a.sink, a.sink_region)),
+                kernel: None,
+            },
+        );
+        let moved = !to_a.is_empty() || !to_b.is_empty();
+        b.inbox.extend(to_b);
+        a.inbox.extend(to_a);
+        let mut progress = moved;
+        if self.b_listens {
+            while let Some(m) = self.b.inbox.pop_front() {
+                receive(&mut self.b, *now, &m);
+                progress = true;
+            }
+        }
+        if self.a_listens {
+            while let Some(m) = self.a.inbox.pop_front() {
+                receive(&mut self.a, *now, &m);
+                progress = true;
+            }
+        }
+        if self.sends_complete {
+            for side in [&mut self.a, &mut self.b] {
+                while let Some((c, tx)) = side.in_flight.pop_front() {
+                    side.ex.on_send_complete(*now, c, tx);
+                    progress = true;
+                }
+            }
+        }
+        progress
+    }
+
+    fn run(&mut self) {
+        for _ in 0..1000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("the exchanges never settle");
+    }
+}
+
+#[test]
+fn immediate_small_and_largest() {
+    let mut p = Pair::new(8);
+    let (a, b) = (p.a.nid, p.b.nid);
+    p.a.send(p.now, 1, b, pattern(100, 1));
+    p.a.send(p.now, 2, b, pattern(IBLND_MAX_IMMEDIATE, 2));
+    p.a.send(p.now, 3, b, Bytes::new());
+    p.run();
+    assert_eq!(p.b.delivered.len(), 3);
+    assert_eq!(p.b.delivered[0].0, ProcessId::lustre(a));
+    assert_eq!(p.b.delivered[0].2, pattern(100, 1));
+    assert_eq!(p.b.delivered[1].2, pattern(IBLND_MAX_IMMEDIATE, 2));
+    assert!(p.b.delivered[2].2.is_empty());
+    assert_eq!(p.b.delivered[1].1, put_header(a, b, IBLND_MAX_IMMEDIATE));
+    for id in 1..=3 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+    }
+    assert_eq!(p.a.sent_types, vec![IBLND_MSG_IMMEDIATE; 3]);
+    assert_eq!(p.a.ex.stats().rdma_bytes, 0);
+    assert!(p.a.closed.is_empty() && p.b.closed.is_empty());
+}
+
+#[test]
+fn put_just_above_immediate_and_one_mib() {
+    for len in [IBLND_MAX_IMMEDIATE + 1, 64 * 1024, BULK_BUFFER_BYTES] {
+        let mut p = Pair::new(8);
+        let b = p.b.nid;
+        p.a.send(p.now, 10, b, pattern(len, 7));
+        p.run();
+        assert_eq!(p.b.delivered.len(), 1, "{len}");
+        assert_eq!(p.b.delivered[0].2, pattern(len, 7), "{len}");
+        assert_eq!(p.a.status_of(10), Some(HealthStatus::Ok));
+        assert_eq!(p.a.sent_types, vec![IBLND_MSG_PUT_REQ, IBLND_MSG_PUT_DONE]);
+        assert!(p.b.sent_types.starts_with(&[IBLND_MSG_PUT_ACK]));
+        assert_eq!(p.a.ex.stats().rdma_bytes, len as u64);
+    }
+}
+
+#[test]
+fn more_puts_than_bulk_buffers_wait_for_one() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    for id in 0..5 {
+        p.a.send(p.now, id, b, pattern(10_000 + id as usize, id as u8));
+    }
+    p.run();
+    assert_eq!(p.b.delivered.len(), 5);
+    for id in 0..5u64 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+        assert!(p
+            .b
+            .delivered
+            .iter()
+            .any(|d| d.2 == pattern(10_000 + id as usize, id as u8)));
+    }
+}
+
+#[test]
+fn put_the_receiver_discards_is_naked_and_ends_ok() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    p.b.policy = Policy::Discard;
+    p.a.send(p.now, 1, b, pattern(50_000, 3));
+    p.run();
+    assert!(p.b.delivered.is_empty());
+    assert!(p.b.sent_types.contains(&IBLND_MSG_PUT_NAK));
+    assert_eq!(p.a.sent_types, vec![IBLND_MSG_PUT_REQ]);
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::Ok));
+}
+
+/// A sends a PUT_REQ that B never sees; returns its cookie.
+fn put_req_unanswered(p: &mut Pair) -> Cookie {
+    let b = p.b.nid;
+    p.b_listens = false;
+    p.a.send(p.now, 1, b, pattern(20_000, 9));
+    p.run();
+    let raw = p.b.inbox.pop_front().unwrap();
+    match KibMsg::unpack_bytes(&raw).unwrap().msg.body {
+        Body::PutReq { cookie, .. } => cookie,
+        other => panic!("not a PUT_REQ: {other:?}"),
+    }
+}
+
+#[test]
+fn put_nak_with_an_error_fails_the_send_as_the_peers() {
+    let mut p = Pair::new(8);
+    let cookie = put_req_unanswered(&mut p);
+    assert_eq!(p.a.status_of(1), None, "waiting for the answer");
+    let nak =
+        p.a.msg_from(&p.b, Body::PutNak(Completion { cookie, status: -5 }));
+    receive(&mut p.a, p.now, &nak);
+    p.run();
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::RemoteError));
+    assert!(p.a.closed.is_empty());
+}
+
+#[test]
+fn put_ack_with_a_wrong_cookie_closes_the_connection() {
+    let mut p = Pair::new(8);
+    let cookie = put_req_unanswered(&mut p);
+    let ack = p.a.msg_from(
+        &p.b,
+        Body::PutAck {
+            src_cookie: Cookie(cookie.0 ^ 1),
+            dst_cookie: Cookie(5),
+            rd: RdmaDesc::single(0xb, 0x2000_0000, 20_000),
+        },
+    );
+    receive(&mut p.a, p.now, &ack);
+    p.run();
+    assert_eq!(p.a.closed, vec![(CONN_A, CloseWhy::Local)]);
+    // Waiting for the peer's answer when this side closed: a local error.
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::LocalError));
+    // The connection is gone: a new send waits for a new one.
+    let b = p.b.nid;
+    p.a.send(p.now, 2, b, pattern(10, 1));
+    p.run();
+    assert_eq!(p.a.connects, vec![b]);
+}
+
+#[test]
+fn put_done_with_a_wrong_cookie_closes_the_connection() {
+    let mut p = Pair::new(8);
+    let done = p.b.msg_from(
+        &p.a,
+        Body::PutDone(Completion {
+            cookie: Cookie(99),
+            status: 0,
+        }),
+    );
+    receive(&mut p.b, p.now, &done);
+    p.run();
+    assert_eq!(p.b.closed, vec![(CONN_B, CloseWhy::Local)]);
+}
+
+#[test]
+fn stale_message_closes_the_connection() {
+    let mut p = Pair::new(8);
+    let mut old_a = Side::new(1, STAMP_A - 1, CONN_A, 0, 0);
+    old_a.nid = p.a.nid;
+    let m = p.b.msg_from(&old_a, Body::Noop);
+    receive(&mut p.b, p.now, &m);
+    p.run();
+    assert_eq!(p.b.closed, vec![(CONN_B, CloseWhy::Local)]);
+}
+
+#[test]
+fn header_close_decision_closes_the_connection() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    p.b.policy = Policy::Close;
+    p.a.send(p.now, 1, b, pattern(10, 1));
+    p.run();
+    assert_eq!(p.b.closed, vec![(CONN_B, CloseWhy::Local)]);
+    assert!(p.b.delivered.is_empty());
+}
+
+fn get_req(p: &Pair, cookie: Cookie, sink_len: u32, return_wmd: WireHandle) -> Bytes {
+    let hdr = Header {
+        dest_nid: p.b.nid,
+        src_nid: p.a.nid,
+        dest_pid: 12345,
+        src_pid: 12345,
+        payload_length: 0,
+        msg: Message::Get {
+            return_wmd,
+            match_bits: 7,
+            ptl_index: 4,
+            src_offset: 0,
+            sink_length: sink_len,
+        },
+    };
+    p.b.msg_from(
+        &p.a,
+        Body::GetReq {
+            hdr,
+            cookie,
+            rd: RdmaDesc::single(KERNEL_RKEY, KERNEL_ADDR, sink_len),
+        },
+    )
+}
+
+/// B answers a kernel peer's optimised GET: the REPLY is written into the GET's sink and
+/// GET_DONE carries its length.
+#[test]
+fn get_reply_is_written_into_the_requesters_buffer() {
+    for len in [100usize, 300_000] {
+        let mut p = Pair::new(8);
+        let wmd = WireHandle {
+            interface_cookie: 3,
+            object_cookie: 4,
+        };
+        let req = get_req(&p, Cookie(0xc0de), 1 << 20, wmd);
+        receive(&mut p.b, p.now, &req);
+        let mut out = VecDeque::new();
+        let mut kernel = vec![0u8; 1 << 20];
+        run_alone(&mut p.b, &mut out, Some(&mut kernel));
+        assert_eq!(p.b.delivered.len(), 1);
+        assert!(matches!(p.b.delivered[0].1.msg, Message::Get { .. }));
+        // The layer above answers with a REPLY naming the GET's handle.
+        let reply = Header {
+            dest_nid: p.a.nid,
+            src_nid: p.b.nid,
+            dest_pid: 12345,
+            src_pid: 12345,
+            payload_length: u32::try_from(len).unwrap(),
+            msg: Message::Reply { dst_wmd: wmd },
+        };
+        p.b.ex.send(
+            p.now,
+            TxRequest {
+                id: TxId(77),
+                peer: p.a.nid,
+                header: reply,
+                payload: pattern(len, 5),
+            },
+        );
+        run_alone(&mut p.b, &mut out, Some(&mut kernel));
+        assert_eq!(&kernel[..len], &pattern(len, 5)[..]);
+        let done = KibMsg::unpack_bytes(&out.pop_back().unwrap()).unwrap().msg;
+        assert_eq!(
+            done.body,
+            Body::GetDone(Completion {
+                cookie: Cookie(0xc0de),
+                status: i32::try_from(len).unwrap(),
+            })
+        );
+        assert_eq!(p.b.status_of(77), None, "the send has not completed yet");
+        let (c, tx) = p.b.in_flight.pop_front().unwrap();
+        p.b.ex.on_send_complete(p.now, c, tx);
+        run_alone(&mut p.b, &mut out, None);
+        assert_eq!(p.b.status_of(77), Some(HealthStatus::Ok));
+    }
+}
+
+#[test]
+fn get_the_receiver_discards_is_answered_enodata() {
+    let mut p = Pair::new(8);
+    p.b.policy = Policy::Discard;
+    let req = get_req(&p, Cookie(5), 4096, WireHandle::NONE);
+    receive(&mut p.b, p.now, &req);
+    let mut out = VecDeque::new();
+    run_alone(&mut p.b, &mut out, None);
+    assert!(p.b.delivered.is_empty());
+    let done = KibMsg::unpack_bytes(&out.pop_back().unwrap()).unwrap().msg;
+    assert_eq!(
+        done.body,
+        Body::GetDone(Completion {
+            cookie: Cookie(5),
+            status: -61,
+        })
+    );
+    assert_eq!(p.b.sent_types, vec![IBLND_MSG_GET_DONE]);
+}
+
+#[test]
+fn credits_hold_sends_back_until_the_peer_returns_them() {
+    let mut p = Pair::new(2);
+    let b = p.b.nid;
+    p.b_listens = false;
+    for id in 0..5 {
+        p.a.send(p.now, id, b, pattern(64, id as u8));
+    }
+    p.run();
+    // Two credits: two IMMEDIATEs out, three held.
+    assert_eq!(p.b.inbox.len(), 2);
+    assert_eq!(p.a.sent_types.len(), 2);
+    p.b_listens = true;
+    p.run();
+    assert_eq!(p.b.delivered.len(), 5);
+    for (i, d) in p.b.delivered.iter().enumerate() {
+        assert_eq!(d.2, pattern(64, i as u8), "in order");
+    }
+    // B returned the credits with NOOPs (nothing else goes back to A).
+    assert!(p.b.sent_types.iter().all(|t| *t == IBLND_MSG_NOOP));
+    assert!(!p.b.sent_types.is_empty());
+    assert_eq!(p.a.ex.stats().peak_credits_in_use, 2);
+}
+
+#[test]
+fn credit_overflow_closes_the_connection() {
+    let mut p = Pair::new(2);
+    let mut m = KibMsg::unpack_bytes(&p.b.msg_from(&p.a, Body::Noop))
+        .unwrap()
+        .msg;
+    m.credits = 1;
+    let raw: Bytes = m.encode().unwrap().into();
+    receive(&mut p.b, p.now, &raw);
+    p.run();
+    assert_eq!(p.b.closed, vec![(CONN_B, CloseWhy::Local)]);
+}
+
+#[test]
+fn a_peer_that_never_answers_times_the_send_out() {
+    let mut p = Pair::new(8);
+    put_req_unanswered(&mut p);
+    assert_eq!(p.a.status_of(1), None);
+    let deadline = p.a.ex.poll_timeout().unwrap();
+    assert!(deadline > p.now);
+    p.a.ex.on_timer(deadline - Duration::from_millis(1));
+    p.run();
+    assert!(p.a.closed.is_empty(), "not yet");
+    p.a.ex.on_timer(deadline);
+    p.run();
+    assert_eq!(p.a.closed, vec![(CONN_A, CloseWhy::Timeout)]);
+    // Posted and waiting for the peer's answer: the peer is charged.
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::RemoteTimeout));
+}
+
+#[test]
+fn a_send_without_a_connection_waits_then_fails() {
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let c = o2ib(3);
+    a.send(now, 1, c, pattern(10, 1));
+    let mut out = VecDeque::new();
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.connects, vec![c]);
+    assert!(a.ex.has_waiting(c));
+    let deadline = a.ex.poll_timeout().unwrap();
+    a.ex.on_timer(deadline);
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.status_of(1), Some(HealthStatus::NetworkTimeout));
+    assert_eq!(a.timed_out, vec![c]);
+    assert!(!a.ex.has_waiting(c));
+    assert!(out.is_empty());
+}
+
+#[test]
+fn waiting_sends_go_once_the_connection_is_up() {
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+    a.send(now, 1, b.nid, pattern(10, 1));
+    a.send(now, 2, b.nid, pattern(10, 2));
+    a.link_to(now, &b, 8);
+    let mut out = VecDeque::new();
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.connects, vec![b.nid, b.nid]);
+    assert_eq!(out.len(), 2);
+    assert!(!a.ex.has_waiting(b.nid));
+}
+
+#[test]
+fn completions_out_of_order_and_twice_change_nothing_more() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    p.sends_complete = false;
+    p.a.send(p.now, 1, b, pattern(10, 1));
+    p.a.send(p.now, 2, b, pattern(10, 2));
+    p.run();
+    let first = p.a.in_flight.pop_front().unwrap();
+    let second = p.a.in_flight.pop_front().unwrap();
+    // The second completes first, then both again, then one of a tx that never was.
+    for (c, tx) in [second, first, second, first, (CONN_A, 999), (55, first.1)] {
+        p.a.ex.on_send_complete(p.now, c, tx);
+    }
+    p.sends_complete = true;
+    p.run();
+    assert_eq!(p.a.completed.len(), 2);
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::Ok));
+    assert_eq!(p.a.status_of(2), Some(HealthStatus::Ok));
+    // Credits and send slots are still right: B still holds the two credits it owes (below
+    // its high-water mark), so six more go out at once and the rest wait.
+    p.b_listens = false;
+    for id in 10..18 {
+        p.a.send(p.now, id, b, pattern(10, 3));
+    }
+    p.run();
+    assert_eq!(p.b.inbox.len(), 6);
+    assert_eq!(p.a.in_flight.len(), 0);
+}
+
+#[test]
+fn closing_fails_every_tx_of_the_connection() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    p.sends_complete = false;
+    p.b_listens = false;
+    p.a.send(p.now, 1, b, pattern(10, 1));
+    p.run();
+    p.a.ex.close_conn(p.now, CONN_A, CloseWhy::PeerGone);
+    p.run();
+    assert!(
+        p.a.closed.is_empty(),
+        "the driver closed it: no Close action"
+    );
+    // Posted, send not completed, peer gone: the peer is charged.
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::RemoteDropped));
+    // A late completion of the closed connection's send changes nothing.
+    let (c, tx) = p.a.in_flight.pop_front().unwrap();
+    p.a.ex.on_send_complete(p.now, c, tx);
+    assert_eq!(p.a.completed.len(), 1);
+}
+
+#[test]
+fn shutdown_fails_what_is_left() {
+    let mut p = Pair::new(8);
+    let b = p.b.nid;
+    p.b_listens = false;
+    p.a.send(p.now, 1, b, pattern(10, 1));
+    p.a.send(p.now, 2, o2ib(9), pattern(10, 1));
+    p.a.ex.shutdown(p.now);
+    p.run();
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::LocalAborted));
+    assert_eq!(p.a.status_of(2), Some(HealthStatus::LocalAborted));
+}

@@ -1,0 +1,561 @@
+//! Connection management: active connects through RDMA-CM (address and route
+//! resolution, CONNREQ, rejects and reconnects), passive accepts and refusals, the QP and
+//! receive buffers of a connection, handing an established connection to the exchanges,
+//! and closing a connection.
+
+use super::*;
+
+impl<H: LndHandler> State<H> {
+    pub(super) fn cm_params(&self) -> ConnectParams {
+        ConnectParams {
+            responder_resources: 0,
+            initiator_depth: 0,
+            flow_control: 1,
+            retry_count: self.cfg.retry_count,
+            rnr_retry_count: self.cfg.rnr_retry_count,
+        }
+    }
+
+    pub(super) fn start_connect(&mut self, peer: Nid) {
+        let Some(dst) = self.cfg.peer_addr(peer) else {
+            self.fail_peer_queue(peer, TxFailure::ConnectUnreachable);
+            return;
+        };
+        let p = self.peers.entry(peer).or_default();
+        let version = p.version.unwrap_or(self.cfg.version);
+        let params = p.params.unwrap_or(ConnParams {
+            queue_depth: self.cfg.peer_credits,
+            ..ConnParams::DEFAULT
+        });
+        let peer_stamp = p.stamp.map_or(0, |(s, _)| s);
+        p.connecting = true;
+        p.retry_at = None;
+        let started = CmId::new(&self.ch).and_then(|id| {
+            id.resolve_addr(
+                SocketAddrV4::new(self.ip, 0),
+                dst,
+                i32::try_from(RESOLVE_TIMEOUT.as_millis()).unwrap_or(5000),
+            )?;
+            Ok(id)
+        });
+        match started {
+            Ok(id) => {
+                self.attempts.insert(
+                    id.key(),
+                    Attempt {
+                        id,
+                        peer,
+                        version,
+                        params,
+                        peer_stamp,
+                        started: Instant::now(),
+                    },
+                );
+            }
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "o2iblnd: connect failed");
+                self.connect_failed(peer, TxFailure::ConnectLocal);
+            }
+        }
+    }
+
+    pub(super) fn connect_failed(&mut self, peer: Nid, f: TxFailure) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.connecting = false;
+            p.reconnects = 0;
+        }
+        self.fail_peer_queue(peer, f);
+        self.report_down(peer, f.status(), format!("connect failed: {f:?}"));
+    }
+
+    pub(super) fn fail_peer_queue(&mut self, peer: Nid, f: TxFailure) {
+        self.ex.fail_waiting(peer, f);
+    }
+
+    pub(super) fn report_down(&mut self, peer: Nid, status: HealthStatus, reason: String) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        if p.down_reported || !p.conns.is_empty() || p.connecting || self.ex.has_waiting(peer) {
+            return;
+        }
+        p.down_reported = true;
+        // Told after the completions of the peer's txs, which wait in the action queue.
+        self.downs
+            .push(PeerDown::new(self.me.nid, peer, status, reason));
+    }
+
+    pub(super) fn new_conn_id(&mut self) -> u32 {
+        loop {
+            let id = self.next_conn & 0x00ff_ffff;
+            self.next_conn = self.next_conn.wrapping_add(1);
+            if id != 0 && !self.conns.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    /// Creates the QP on `id`, posts every receive buffer, and files the connection.
+    pub(super) fn build_conn(
+        &mut self,
+        id: CmId,
+        peer: Nid,
+        state: ConnState,
+        version: Version,
+        params: ConnParams,
+        peer_stamp: u64,
+    ) -> Result<u32, (Option<CmId>, String)> {
+        let Some(block) = self.rx_free.pop() else {
+            return Err((Some(id), "no receive buffers left (max_conns)".into()));
+        };
+        let rx_per_conn = self.cfg.rx_per_conn();
+        let caps = QpCaps {
+            max_send_wr: self.max_send_wr,
+            max_recv_wr: u32::try_from(rx_per_conn).unwrap_or(u32::MAX),
+            max_send_sge: 2,
+        };
+        if let Err(e) = id.create_qp(&self.pd, &self.cq, caps) {
+            self.rx_free.push(block);
+            return Err((Some(id), format!("rdma_create_qp: {e}")));
+        }
+        let c = self.new_conn_id();
+        let now = Instant::now();
+        let conn = Conn {
+            peer,
+            state,
+            version,
+            offered: params,
+            peer_stamp,
+            max_frags: params.max_frags,
+            queue_depth: params.queue_depth,
+            rx_block: block,
+            parked_rx: Vec::new(),
+            started: now,
+            id,
+        };
+        self.by_cm.insert(conn.id.key(), c);
+        self.conns.insert(c, conn);
+        for i in 0..rx_per_conn {
+            if !self.repost_rx(c, block * rx_per_conn + i) {
+                self.rx_free.push(block);
+                let conn = self.conns.remove(&c);
+                if let Some(conn) = &conn {
+                    self.by_cm.remove(&conn.id.key());
+                }
+                return Err((conn.map(|c| c.id), "ibv_post_recv failed".into()));
+            }
+        }
+        self.peers.entry(peer).or_default().conns.push(c);
+        Ok(c)
+    }
+
+    pub(super) async fn drain_cm(&mut self) {
+        loop {
+            let ev = match self.ch.next_event() {
+                Ok(Some(ev)) => ev,
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::error!(error = %e, "o2iblnd: rdma_get_cm_event failed");
+                    return;
+                }
+            };
+            self.on_cm_event(ev).await;
+            self.run_actions().await;
+        }
+    }
+
+    pub(super) async fn on_cm_event(&mut self, ev: CmEvent) {
+        tracing::debug!(kind = ?ev.kind, status = ev.status, "o2iblnd: CM event");
+        if ev.kind == CmEventKind::DeviceRemoval {
+            tracing::error!(nid = %self.me.nid, "o2iblnd: RDMA device removed");
+            self.fatal = true;
+            let all: Vec<u32> = self.conns.keys().copied().collect();
+            for c in all {
+                self.close_conn(c, CloseWhy::Device);
+            }
+            let peers: Vec<Nid> = self.attempts.values().map(|a| a.peer).collect();
+            self.attempts.clear();
+            for p in peers {
+                self.connect_failed(p, TxFailure::DeviceRemoved);
+            }
+            return;
+        }
+        if ev.kind == CmEventKind::ConnectRequest && ev.id == self.listener_key {
+            if let Some(id) = ev.new_id {
+                self.passive(id, &ev.private_data);
+            }
+            return;
+        }
+        if let Some(a) = self.attempts.remove(&ev.id) {
+            self.on_attempt_event(a, ev);
+            return;
+        }
+        let Some(&c) = self.by_cm.get(&ev.id) else {
+            return;
+        };
+        match ev.kind {
+            CmEventKind::Established => self.on_established(c, &ev.private_data).await,
+            CmEventKind::Rejected => self.on_rejected(c, ev.status, &ev.private_data),
+            CmEventKind::Unreachable | CmEventKind::ConnectError => {
+                let state = self.conns.get(&c).map(|c| c.state);
+                if state == Some(ConnState::Established) {
+                    self.close_conn(c, CloseWhy::PeerGone);
+                } else {
+                    self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
+                }
+            }
+            CmEventKind::Disconnected => self.close_conn(c, CloseWhy::PeerGone),
+            _ => {}
+        }
+    }
+
+    pub(super) fn on_attempt_event(&mut self, a: Attempt, ev: CmEvent) {
+        match ev.kind {
+            CmEventKind::AddrResolved => {
+                match a
+                    .id
+                    .resolve_route(i32::try_from(RESOLVE_TIMEOUT.as_millis()).unwrap_or(5000))
+                {
+                    Ok(()) => {
+                        self.attempts.insert(a.id.key(), a);
+                    }
+                    Err(_) => self.connect_failed(a.peer, TxFailure::ConnectUnreachable),
+                }
+            }
+            CmEventKind::RouteResolved => {
+                let req = connreq(&self.me, a.peer, a.peer_stamp, a.version, a.params);
+                let bytes = match req.encode() {
+                    Ok(b) => b,
+                    Err(_) => {
+                        self.connect_failed(a.peer, TxFailure::ConnectLocal);
+                        return;
+                    }
+                };
+                let peer = a.peer;
+                match self.build_conn(
+                    a.id,
+                    peer,
+                    ConnState::Connecting,
+                    a.version,
+                    a.params,
+                    a.peer_stamp,
+                ) {
+                    Ok(c) => {
+                        if let Some(conn) = self.conns.get_mut(&c) {
+                            conn.started = a.started;
+                        }
+                        let params = self.cm_params();
+                        let ok = self
+                            .conns
+                            .get(&c)
+                            .map(|conn| conn.id.connect(&params, &bytes));
+                        if let Some(Err(e)) = ok {
+                            tracing::warn!(%peer, error = %e, "o2iblnd: rdma_connect failed");
+                            self.abort_connecting(c, Some(TxFailure::ConnectLocal));
+                        }
+                    }
+                    Err((_id, why)) => {
+                        tracing::warn!(%peer, %why, "o2iblnd: cannot build connection");
+                        self.connect_failed(peer, TxFailure::ConnectLocal);
+                    }
+                }
+            }
+            _ => {
+                // ADDR_ERROR, ROUTE_ERROR, UNREACHABLE: EHOSTUNREACH/ETIMEDOUT.
+                tracing::info!(peer = %a.peer, kind = ?ev.kind, status = ev.status, "o2iblnd: connect failed");
+                self.connect_failed(a.peer, TxFailure::ConnectUnreachable);
+            }
+        }
+    }
+
+    /// Removes a connection that never came up; `fail`: give up on the peer's queue too.
+    pub(super) fn abort_connecting(&mut self, c: u32, fail: Option<TxFailure>) {
+        let Some(conn) = self.conns.remove(&c) else {
+            return;
+        };
+        self.by_cm.remove(&conn.id.key());
+        self.rx_free.push(conn.rx_block);
+        let peer = conn.peer;
+        drop(conn);
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.conns.retain(|x| *x != c);
+            p.connecting = false;
+        }
+        if let Some(f) = fail {
+            self.connect_failed(peer, f);
+        }
+    }
+
+    pub(super) async fn on_established(&mut self, c: u32, private_data: &[u8]) {
+        let Some(conn) = self.conns.get_mut(&c) else {
+            return;
+        };
+        let peer = conn.peer;
+        match conn.state {
+            ConnState::Connecting => {
+                match check_connack(private_data, &self.me, peer, conn.version, conn.offered) {
+                    Ok(acc) => {
+                        conn.peer_stamp = acc.peer_stamp;
+                        conn.max_frags = acc.params.max_frags;
+                        conn.queue_depth = acc.params.queue_depth;
+                    }
+                    Err(e) => {
+                        tracing::warn!(%peer, error = %e, "o2iblnd: bad CONNACK, closing");
+                        if let Some(p) = self.peers.get_mut(&peer) {
+                            p.connecting = false;
+                        }
+                        self.close_conn(c, CloseWhy::Local);
+                        self.fail_peer_queue(peer, TxFailure::ClosedLocally(TxStage::Queued));
+                        return;
+                    }
+                }
+            }
+            ConnState::Accepting => {}
+            ConnState::Established => return,
+        }
+        let Some(conn) = self.conns.get_mut(&c) else {
+            return;
+        };
+        conn.state = ConnState::Established;
+        let (stamp, version, qd, frags) = (
+            conn.peer_stamp,
+            conn.version,
+            conn.queue_depth,
+            conn.max_frags,
+        );
+        let parked = std::mem::take(&mut conn.parked_rx);
+        self.stats.conns_established += 1;
+        tracing::info!(%peer, conn = c, ?version, qd, "o2iblnd: connection established");
+        let p = self.peers.entry(peer).or_default();
+        p.connecting = false;
+        p.stamp = Some((stamp, version));
+        p.version = Some(version);
+        p.params = Some(ConnParams {
+            queue_depth: qd,
+            max_frags: frags,
+            ..ConnParams::DEFAULT
+        });
+        p.races = 0;
+        p.reconnects = 0;
+        p.retry_at = None;
+        p.down_reported = false;
+        let concurrent =
+            clamp_concurrent_sends(version, self.cfg.concurrent_sends, self.cfg.peer_credits);
+        let link = LinkParams {
+            peer,
+            version,
+            peer_stamp: stamp,
+            max_frags: frags,
+            credits: ConnCredits::new(
+                version,
+                qd,
+                self.cfg.peer_credits,
+                self.cfg.peercredits_hiw,
+                concurrent,
+            ),
+        };
+        self.ex.add_conn(Instant::now(), c, link);
+        for (idx, len) in parked {
+            self.on_rx(c, idx, len).await;
+        }
+        self.ex.flush(Instant::now(), c);
+    }
+
+    pub(super) fn on_rejected(&mut self, c: u32, status: i32, private_data: &[u8]) {
+        let Some(conn) = self.conns.get(&c) else {
+            return;
+        };
+        if conn.state != ConnState::Connecting {
+            self.close_conn(c, CloseWhy::PeerGone);
+            return;
+        }
+        let (peer, version, offered, stamp) =
+            (conn.peer, conn.version, conn.offered, conn.peer_stamp);
+        let rej = if status == IB_CM_REJ_CONSUMER_DEFINED {
+            Rej::decode(private_data).ok()
+        } else {
+            None
+        };
+        bump(
+            &mut self.stats.rejects_received,
+            rej.map_or(0, |r| r.why.to_u8()),
+        );
+        tracing::info!(%peer, status, why = ?rej.map(|r| r.why), "o2iblnd: connect rejected");
+        self.abort_connecting(c, None);
+        let action = match status {
+            IB_CM_REJ_INVALID_SERVICE_ID => {
+                self.connect_failed(peer, TxFailure::ConnectUnreachable);
+                return;
+            }
+            IB_CM_REJ_STALE_CONN => RejectAction::Reconnect {
+                version,
+                params: offered,
+                peer_stamp: stamp,
+            },
+            _ => on_reject(rej.as_ref(), version, offered, stamp),
+        };
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        match action {
+            RejectAction::Reconnect {
+                version,
+                params,
+                peer_stamp,
+            } => {
+                p.reconnects += 1;
+                if p.reconnects > MAX_RECONNECTS
+                    || (!self.ex.has_waiting(peer) && p.version == Some(version))
+                {
+                    p.reconnects = 0;
+                    self.connect_failed(peer, TxFailure::ConnectRefused);
+                    return;
+                }
+                p.version = Some(version);
+                p.params = Some(params);
+                if let Some(r) = rej.filter(|r| r.why == RejWhy::ConnStale) {
+                    p.stamp = r.params.map(|rp| (rp.incarnation, version)).or(p.stamp);
+                } else if peer_stamp != 0 {
+                    p.stamp = Some((peer_stamp, version));
+                }
+                if self.ex.has_waiting(peer) {
+                    self.start_connect(peer);
+                }
+            }
+            RejectAction::Later => {
+                p.retry_at = Some(Instant::now() + Duration::from_secs(1));
+            }
+            _ => self.connect_failed(peer, TxFailure::ConnectRefused),
+        }
+    }
+
+    pub(super) fn passive(&mut self, id: CmId, private_data: &[u8]) {
+        let decision = {
+            let peers = &self.peers;
+            let conns = &self.conns;
+            check_connreq(private_data, &self.me, |nid| {
+                let p = peers.get(&nid);
+                PeerView {
+                    connecting: p.is_some_and(|p| {
+                        p.connecting
+                            || p.conns.iter().any(|c| {
+                                conns
+                                    .get(c)
+                                    .is_some_and(|c| c.state == ConnState::Connecting)
+                            })
+                    }),
+                    races: p.map_or(0, |p| p.races),
+                    known: p.and_then(|p| p.stamp),
+                }
+            })
+        };
+        match decision {
+            PassiveDecision::Reject {
+                rej,
+                peer,
+                peer_stamp,
+                reason,
+            } => {
+                tracing::info!(?peer, why = ?rej.why, ?reason, "o2iblnd: refusing connection");
+                bump(&mut self.stats.rejects_sent, rej.why.to_u8());
+                let _ = id.reject(&rej.encode());
+                drop(id);
+                if let Some(peer) = peer {
+                    if rej.why == RejWhy::ConnRace {
+                        self.peers.entry(peer).or_default().races += 1;
+                    }
+                    if matches!(reason, crate::o2iblnd::connect::RefuseReason::PeerRestarted) {
+                        let conns: Vec<u32> = self
+                            .peers
+                            .get(&peer)
+                            .map(|p| p.conns.clone())
+                            .unwrap_or_default();
+                        for c in conns {
+                            self.close_conn(c, CloseWhy::PeerGone);
+                        }
+                        if let (Some(p), Some(s)) = (self.peers.get_mut(&peer), peer_stamp) {
+                            p.stamp = Some((s, rej.version));
+                        }
+                    }
+                }
+            }
+            PassiveDecision::Accept {
+                peer,
+                peer_stamp,
+                version,
+                params,
+                connack,
+            } => {
+                let bytes = match connack.encode() {
+                    Ok(b) => b,
+                    Err(_) => return,
+                };
+                match self.build_conn(id, peer, ConnState::Accepting, version, params, peer_stamp) {
+                    Ok(c) => {
+                        let cm = self.cm_params();
+                        let res = self.conns.get(&c).map(|conn| conn.id.accept(&cm, &bytes));
+                        if let Some(Err(e)) = res {
+                            tracing::warn!(%peer, error = %e, "o2iblnd: rdma_accept failed");
+                            self.abort_connecting(c, None);
+                        }
+                    }
+                    Err((id, why)) => {
+                        tracing::warn!(%peer, %why, "o2iblnd: cannot accept");
+                        let rej = Rej {
+                            magic: Default::default(),
+                            version,
+                            why: RejWhy::NoResources,
+                            params: None,
+                        };
+                        bump(&mut self.stats.rejects_sent, RejWhy::NoResources.to_u8());
+                        if let Some(id) = id {
+                            let _ = id.reject(&rej.encode());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Closes connection `c`: its txs fail (the exchanges), then [`Self::finish_close`].
+    pub(super) fn close_conn(&mut self, c: u32, why: CloseWhy) {
+        self.ex.close_conn(Instant::now(), c, why);
+        self.finish_close(c, why);
+    }
+
+    /// Destroys the QP of connection `c`, whose txs already failed, and reconnects or
+    /// reports its peer down.
+    pub(super) fn finish_close(&mut self, c: u32, why: CloseWhy) {
+        let Some(conn) = self.conns.remove(&c) else {
+            return;
+        };
+        self.by_cm.remove(&conn.id.key());
+        let _ = conn.id.disconnect();
+        let peer = conn.peer;
+        let was_connecting = conn.state == ConnState::Connecting;
+        self.rx_free.push(conn.rx_block);
+        // Destroys the QP: the device no longer touches the buffers of this connection.
+        drop(conn);
+        self.stats.conns_closed += 1;
+        tracing::info!(%peer, conn = c, ?why, "o2iblnd: connection closed");
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        p.conns.retain(|x| *x != c);
+        if was_connecting {
+            p.connecting = false;
+        }
+        if why == CloseWhy::Stop {
+            return;
+        }
+        if p.conns.is_empty() && self.ex.has_waiting(peer) && !p.connecting && !self.fatal {
+            self.start_connect(peer);
+        } else {
+            self.report_down(
+                peer,
+                why.down_status(),
+                format!("connection closed: {why:?}"),
+            );
+        }
+    }
+}

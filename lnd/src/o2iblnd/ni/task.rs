@@ -1,0 +1,204 @@
+//! The NI task loop: one tokio task waits on the RDMA-CM event channel, the completion
+//! channel, the command channel of [`super::O2ibLnd`] and a one-second tick (deadlines,
+//! reconnects, keepalives), feeds what happens to the exchanges and the connection
+//! management, carries out the exchanges' [`Action`]s in order, and stops the NI.
+
+use super::*;
+
+impl<H: LndHandler> State<H> {
+    pub(super) async fn run(
+        mut self,
+        cm_fd: AsyncFd<Fd>,
+        cq_fd: AsyncFd<Fd>,
+        mut cmds: mpsc::Receiver<Cmd>,
+    ) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let _keep = &self.listener;
+        loop {
+            tokio::select! {
+                r = cm_fd.readable() => {
+                    let Ok(mut guard) = r else { break };
+                    guard.clear_ready();
+                    self.drain_cm().await;
+                }
+                r = cq_fd.readable() => {
+                    let Ok(mut guard) = r else { break };
+                    guard.clear_ready();
+                    self.cq.take_events();
+                    self.drain_cq().await;
+                }
+                cmd = cmds.recv() => match cmd {
+                    Some(Cmd::Send(tx)) => self.send(tx),
+                    Some(Cmd::Stats(reply)) => {
+                        let _ = reply.send(self.stats());
+                    }
+                    Some(Cmd::Conn(peer, reply)) => {
+                        let _ = reply.send(self.conn_info(peer));
+                    }
+                    Some(Cmd::Stop(reply)) => {
+                        self.shutdown().await;
+                        let _ = reply.send(());
+                        break;
+                    }
+                    None => {
+                        self.shutdown().await;
+                        break;
+                    }
+                },
+                _ = tick.tick() => self.on_tick().await,
+            }
+            self.run_actions().await;
+        }
+        drop(cm_fd);
+        drop(cq_fd);
+    }
+
+    /// Carries out what the exchanges decided, oldest first, then tells the peer-down
+    /// reports.
+    pub(super) async fn run_actions(&mut self) {
+        loop {
+            self.run_exchange_actions().await;
+            if self.downs.is_empty() {
+                return;
+            }
+            for down in std::mem::take(&mut self.downs) {
+                self.handler.on_peer_down(down);
+            }
+        }
+    }
+
+    async fn run_exchange_actions(&mut self) {
+        while let Some(action) = self.ex.poll_action() {
+            match action {
+                Action::Post(p) => self.post(p),
+                Action::Deliver {
+                    from,
+                    header,
+                    payload,
+                } => self.deliver(from, header, payload).await,
+                Action::DeliverSink {
+                    from,
+                    header,
+                    offset,
+                    len,
+                    mut buf,
+                } => {
+                    if let Some(data) = self.pools.sink.read(offset, len) {
+                        buf.clear();
+                        buf.extend_from_slice(data);
+                        self.deliver(from, header, buf.freeze()).await;
+                    }
+                }
+                Action::Complete(done) => self.handler.on_send_complete(done),
+                Action::Close { conn, why } => self.finish_close(conn, why),
+                Action::Connect { peer } => {
+                    let p = self.peers.entry(peer).or_default();
+                    if !p.connecting && p.retry_at.is_none() {
+                        self.start_connect(peer);
+                    }
+                }
+                Action::ConnectTimedOut { peer } => self.report_down(
+                    peer,
+                    HealthStatus::NetworkTimeout,
+                    "no connection in time".into(),
+                ),
+            }
+        }
+    }
+
+    fn stats(&self) -> O2ibStats {
+        let ex = self.ex.stats();
+        O2ibStats {
+            rx_msgs: ex.rx_msgs.clone(),
+            tx_msgs: ex.tx_msgs.clone(),
+            rdma_bytes: ex.rdma_bytes,
+            peak_credits_in_use: ex.peak_credits_in_use,
+            ..self.stats.clone()
+        }
+    }
+
+    fn conn_info(&self, peer: Nid) -> Option<ConnInfo> {
+        let p = self.peers.get(&peer)?;
+        p.conns
+            .iter()
+            .filter_map(|c| self.conns.get(c))
+            .find(|c| c.state == ConnState::Established)
+            .map(|c| ConnInfo {
+                version: c.version,
+                queue_depth: c.queue_depth,
+                max_frags: c.max_frags,
+                peer_stamp: c.peer_stamp,
+            })
+    }
+
+    async fn on_tick(&mut self) {
+        let now = Instant::now();
+        // Connects that take too long.
+        let connreq_timeout = self.cfg.connreq_timeout();
+        let mut expired: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, conn)| {
+                conn.state != ConnState::Established
+                    && now.duration_since(conn.started) > connreq_timeout
+            })
+            .map(|(c, _)| *c)
+            .collect();
+        expired.sort_unstable();
+        for c in expired {
+            tracing::info!(conn = c, "o2iblnd: connect timed out");
+            self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
+        }
+        let stale_attempts: Vec<usize> = self
+            .attempts
+            .iter()
+            .filter(|(_, a)| now.duration_since(a.started) > connreq_timeout)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in stale_attempts {
+            if let Some(a) = self.attempts.remove(&k) {
+                self.connect_failed(a.peer, TxFailure::ConnectUnreachable);
+            }
+        }
+        // Txs past their deadline, keepalives, and anything a freed buffer now allows.
+        self.ex.on_timer(now);
+        self.run_actions().await;
+        // Connects to retry after a "later" reject.
+        let peers: Vec<Nid> = self.peers.keys().copied().collect();
+        for peer in peers {
+            let retry = self.peers.get(&peer).is_some_and(|p| {
+                p.retry_at.is_some_and(|t| t <= now) && !p.connecting && self.ex.has_waiting(peer)
+            });
+            if retry {
+                if self.established_conn(peer).is_some() {
+                    if let Some(p) = self.peers.get_mut(&peer) {
+                        p.retry_at = None;
+                    }
+                } else {
+                    self.start_connect(peer);
+                }
+            }
+        }
+    }
+
+    fn established_conn(&self, peer: Nid) -> Option<u32> {
+        let p = self.peers.get(&peer)?;
+        p.conns.iter().copied().find(|c| {
+            self.conns
+                .get(c)
+                .is_some_and(|c| c.state == ConnState::Established)
+        })
+    }
+
+    async fn shutdown(&mut self) {
+        let all: Vec<u32> = self.conns.keys().copied().collect();
+        for c in all {
+            self.close_conn(c, CloseWhy::Stop);
+        }
+        self.attempts.clear();
+        self.ex.shutdown(Instant::now());
+        self.run_actions().await;
+        tracing::info!(nid = %self.me.nid, "o2iblnd: NI stopped");
+    }
+}

@@ -1,0 +1,125 @@
+//! Closing a peer's connections: one that ended takes its siblings with it, sends are
+//! completed or requeued, and the upper layer hears when the peer is down.
+
+use tokio::sync::mpsc;
+
+use super::{PeerTask, Queued};
+use crate::lnd::{LndHandler, PeerDown, TxRequest};
+use crate::socklnd::conn::end::ConnEnd;
+use crate::socklnd::stats::CloseReason;
+use crate::socklnd::status::TxFailure;
+
+impl<H: LndHandler> PeerTask<H> {
+    /// Connection `id` ended: close it and, as the kernel does, every other connection
+    /// to the peer. Their unsent messages go back to the queue (a new set is opened for
+    /// them); the sends being written fail as `end` says. Tells the upper layer if the
+    /// peer is now down.
+    pub(super) fn close_with_siblings(&mut self, id: u64, end: &ConnEnd) {
+        if !self.conns.iter().any(|c| c.id == id) {
+            return;
+        }
+        self.close_conn(id, end, false);
+        let failure = end.failure();
+        let siblings: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
+        if !siblings.is_empty() {
+            tracing::info!(peer = %self.id, n = siblings.len(), "socklnd: closing the sibling connections of a closed connection");
+        }
+        for sib in siblings {
+            self.close_conn(sib, &ConnEnd::Sibling(failure), false);
+        }
+        self.maybe_peer_down(failure, &end.to_string());
+    }
+
+    /// Tells the upper layer the peer is down if it has no connection, none is being set
+    /// up, nothing waits to be sent, and it was not told already.
+    pub(super) fn maybe_peer_down(&mut self, failure: TxFailure, why: &str) {
+        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
+        if self.down_reported || !self.conns.is_empty() || busy || !self.queue.is_empty() {
+            return;
+        }
+        self.down_reported = true;
+        tracing::info!(peer = %self.id, "socklnd: peer down: {why}");
+        self.ni.handler.on_peer_down(PeerDown::new(
+            self.ni.me.nid,
+            self.id.nid,
+            failure.status(),
+            why.to_owned(),
+        ));
+    }
+
+    pub(super) fn close_all(&mut self, end: impl Fn() -> ConnEnd) {
+        let ids: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
+        for id in ids {
+            self.close_conn(id, &end(), false);
+        }
+    }
+
+    /// Drops connection `id`: sends written whole complete OK, the one being written
+    /// fails as `end` says, the others go back to the queue (or fail as aborted when
+    /// `stopping`).
+    pub(super) fn close_conn(&mut self, id: u64, end: &ConnEnd, stopping: bool) {
+        let Some(pos) = self.conns.iter().position(|c| c.id == id) else {
+            return;
+        };
+        let conn = self.conns.remove(pos);
+        for t in &conn.tasks {
+            t.abort();
+        }
+        // The set changed: opening connections may help again.
+        self.refusals = 0;
+        if !stopping {
+            let reason = CloseReason::of_end(end);
+            self.ni.closes.count(reason);
+            tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, ?reason, "socklnd: connection closed: {end}");
+        }
+        let current = conn.progress.current();
+        let seqs: Vec<u64> = self
+            .inflight
+            .iter()
+            .filter(|(_, inf)| inf.conn == id)
+            .map(|(seq, _)| *seq)
+            .collect();
+        let mut back = Vec::new();
+        for seq in seqs {
+            let Some(inf) = self.inflight.remove(&seq) else {
+                continue;
+            };
+            self.credits.give_back();
+            if conn.progress.is_done(seq) {
+                self.complete(&inf.tx, None);
+            } else if stopping {
+                self.complete(&inf.tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
+            } else if current == Some(seq) {
+                self.complete(&inf.tx, Some((end.failure(), end.to_string())));
+            } else {
+                back.push(Queued {
+                    tx: inf.tx,
+                    since: inf.since,
+                });
+            }
+        }
+        for q in back.into_iter().rev() {
+            self.queue.push_front(q);
+        }
+        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
+        if self.conns.is_empty() && !busy {
+            // Nothing left of this incarnation of the peer.
+            self.record = None;
+            self.pending_noops.clear();
+        }
+    }
+
+    pub(super) fn shutdown(&mut self, data_rx: &mut mpsc::Receiver<TxRequest>) {
+        self.connects.abort_all();
+        let ids: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
+        for id in ids {
+            self.close_conn(id, &ConnEnd::Local, true);
+        }
+        self.fail_queue(TxFailure::Stopped, "NI stopped");
+        data_rx.close();
+        while let Ok(tx) = data_rx.try_recv() {
+            self.complete(&tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
+        }
+        self.tasks.abort_all();
+    }
+}
