@@ -21,7 +21,7 @@
 //!
 //! Every future version must keep opening the version-1 fixture committed under
 //! `store/tests/fixtures/v1/store/` (the engine's files of a store written by schema 1)
-//! and read back exactly the contents that `store/tests/schema_v1.rs` lists
+//! and read back exactly the contents that `store/tests/schema_fixtures.rs` lists
 //! (`schema_v1_fixture_opens_and_reads_back_exactly_its_contents`): that is what proves a
 //! router upgraded in place keeps its state. A new schema version adds its own fixture
 //! beside it and keeps the old ones; a change of engine converts these files in a

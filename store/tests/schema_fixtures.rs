@@ -1,12 +1,16 @@
-//! The schema-1 fixture: `tests/fixtures/v1/store/` holds the engine's files of a store
-//! written by the first release (schema version 1) with the contents below. Every future
-//! version of the store must keep opening it (migrating it forward) and read back exactly
-//! these contents: that is what keeps a router's state across an upgrade.
+//! The schema fixtures: `tests/fixtures/vN/store/` holds the engine's files of a store
+//! written by schema version N with the contents below. Every later version of the store
+//! must keep opening each of them (migrating it forward) and read back exactly these
+//! contents: that is what keeps a router's state across an upgrade.
 //!
-//! The fixture was written once, by the first release, from the contents below (its
-//! fault rules then in the schema-1 form, which the migration to schema 2 turns into the
-//! lnet rules [`fault_rules`] lists). Never regenerate it with a later schema: it stands
-//! for stores already on disk.
+//! * `v1` was written once, by the first release, from the contents below (its fault rules
+//!   then in the schema-1 form, which the migration to schema 2 turns into the lnet rules
+//!   [`fault_rules`] lists).
+//! * `v2` was written once by schema 2 from the same contents, its fault rules stored as
+//!   lnet's rules under their ids, plus one rule only schema 2 can hold
+//!   ([`v2_only_rule`]: a probability trigger with a limit on how often it fires).
+//!
+//! Never regenerate a fixture with a later schema: each stands for stores already on disk.
 
 #![allow(
     clippy::unwrap_used,
@@ -160,18 +164,79 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn fixture_dir() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v1/store")
+/// The rule the v2 fixture holds beyond the v1 contents, under id 2.
+fn v2_only_rule() -> FaultRule {
+    FaultRule::drop(
+        NidMatch::Nid(nid("10.0.0.8@o2ib1")),
+        NidMatch::Any,
+        FaultTrigger::Probability(250_000),
+    )
+    .at(nid("192.168.1.10@tcp"))
+    .limit(7)
+}
+
+fn fixture_dir(version: u32) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}/store"))
+}
+
+/// Opens a copy of fixture `version` (the fixture itself is never written).
+fn open_fixture(version: u32) -> (tempfile::TempDir, Store) {
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("store");
+    copy_dir(&fixture_dir(version), &copy);
+    let store = Store::open(&copy).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        2,
+        "v{version}: at schema 2 once open"
+    );
+    (tmp, store)
 }
 
 #[test]
 fn schema_v1_fixture_opens_and_reads_back_exactly_its_contents() {
-    let tmp = tempfile::tempdir().unwrap();
-    let copy = tmp.path().join("store");
-    copy_dir(&fixture_dir(), &copy);
-    let store = Store::open(&copy).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 2, "migrated on open");
+    let (_tmp, store) = open_fixture(1);
+    reads_back_the_common_contents(&store, &fault_rules());
 
+    // The store goes on from there: ids continue, the fixture's counters were kept.
+    assert_eq!(store.add_fault_rule(&fault_rules()[0]).unwrap(), 2);
+    assert_eq!(
+        store
+            .append_event(
+                10_000,
+                &Event::ConfigChanged {
+                    change: "x".to_owned()
+                }
+            )
+            .unwrap(),
+        4
+    );
+}
+
+#[test]
+fn schema_v2_fixture_opens_and_reads_back_exactly_its_contents() {
+    let (_tmp, store) = open_fixture(2);
+    let mut rules = fault_rules();
+    rules.push(v2_only_rule());
+    reads_back_the_common_contents(&store, &rules);
+
+    assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
+    assert_eq!(
+        store
+            .append_event(
+                10_000,
+                &Event::ConfigChanged {
+                    change: "x".to_owned()
+                }
+            )
+            .unwrap(),
+        4
+    );
+}
+
+/// The configuration, tokens, fault rules (`rules`, under ids 0, 1, ...) and events every
+/// fixture holds.
+fn reads_back_the_common_contents(store: &Store, rules: &[FaultRule]) {
     assert_eq!(store.export().unwrap().to_yaml(), CONFIG);
 
     assert_eq!(
@@ -196,8 +261,9 @@ fn schema_v1_fixture_opens_and_reads_back_exactly_its_contents() {
         Some(Role::Reader)
     );
 
-    let expected_rules: Vec<StoredFaultRule> = fault_rules()
-        .into_iter()
+    let expected_rules: Vec<StoredFaultRule> = rules
+        .iter()
+        .cloned()
         .enumerate()
         .map(|(i, rule)| StoredFaultRule {
             id: u32::try_from(i).unwrap(),
@@ -213,18 +279,4 @@ fn schema_v1_fixture_opens_and_reads_back_exactly_its_contents() {
         .collect();
     assert_eq!(store.events_after(0, 100).unwrap(), expected_events);
     assert_eq!(store.last_event_id().unwrap(), Some(3));
-
-    // The store goes on from there: ids continue, the fixture's counters were kept.
-    assert_eq!(store.add_fault_rule(&fault_rules()[0]).unwrap(), 2);
-    assert_eq!(
-        store
-            .append_event(
-                10_000,
-                &Event::ConfigChanged {
-                    change: "x".to_owned()
-                }
-            )
-            .unwrap(),
-        4
-    );
 }
