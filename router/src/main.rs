@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use router::api::ApiSettings;
 use router::plan::{HostInterfaces, PlanError};
-use router::run::ApiPlan;
 use router::startup::{import_tokens, startup, StartupError};
 use tracing_subscriber::EnvFilter;
 
@@ -165,15 +164,9 @@ fn run(
         }
     }
     let plan = started.plan;
-    let api = match (api, started.store) {
-        (Some(settings), Some(store)) => Some(ApiPlan {
-            settings,
-            store: std::sync::Arc::new(store),
-        }),
-        _ => None,
-    };
+    let store = started.store.map(std::sync::Arc::new);
     let system = actix::System::new();
-    match system.block_on(router::run::run(plan, api)) {
+    match system.block_on(router::run::run(plan, store, api)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");

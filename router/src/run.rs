@@ -149,52 +149,51 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     Ok(Running { node })
 }
 
-/// The daemon's API: where it listens, and the store that holds its tokens and event log.
-#[derive(Debug)]
-pub struct ApiPlan {
-    /// Listener and transport.
-    pub settings: crate::api::ApiSettings,
-    /// The store.
-    pub store: Arc<store::Store>,
-}
-
-/// Runs the node described by `plan` (and its API, when given) until SIGINT or SIGTERM.
-/// Must be called inside a running actix system.
-pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
+/// Runs the node described by `plan` until SIGINT or SIGTERM: with its store (`--data-dir`)
+/// it installs the fault rules kept there; with `api` (which needs the store: it holds the
+/// tokens and the event log) it serves the REST API. Must be called inside a running
+/// actix system.
+pub async fn run(
+    plan: Plan,
+    store: Option<Arc<store::Store>>,
+    api: Option<crate::api::ApiSettings>,
+) -> Result<(), RunError> {
     // Install the handlers first, so that a signal that comes while the NIs start is not
     // lost (nor kills the process with the default action).
     let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
     let running = start_plan(&plan).await?;
-    let server = match api {
-        Some(api) => {
-            // The fault rules added through the API before a restart, under their ids.
-            let mut installed = api.store.fault_rules().map_err(RunError::FaultRules);
-            if let Ok(rules) = &installed {
-                for r in rules {
-                    let id = RuleId(u64::from(r.id));
-                    if let Err(source) = running.node.insert_fault_rule(id, r.rule.clone()) {
-                        installed = Err(RunError::FaultRule { id: r.id, source });
-                        break;
-                    }
+    if let Some(store) = &store {
+        // The fault rules added through the API before a restart, under their ids.
+        let mut installed = store.fault_rules().map_err(RunError::FaultRules);
+        if let Ok(rules) = &installed {
+            for r in rules {
+                let id = RuleId(u64::from(r.id));
+                if let Err(source) = running.node.insert_fault_rule(id, r.rule.clone()) {
+                    installed = Err(RunError::FaultRule { id: r.id, source });
+                    break;
                 }
             }
-            match installed.map(|rules| rules.len()) {
-                Ok(0) => {}
-                Ok(n) => println!("lnet-router: {n} fault rule(s) installed from the store"),
-                Err(e) => {
-                    running.stop().await;
-                    return Err(e);
-                }
+        }
+        match installed.map(|rules| rules.len()) {
+            Ok(0) => {}
+            Ok(n) => println!("lnet-router: {n} fault rule(s) installed from the store"),
+            Err(e) => {
+                running.stop().await;
+                return Err(e);
             }
-            let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(&api.store)));
-            let sink = Arc::new(crate::api::StoreLog(Arc::clone(&api.store)));
+        }
+    }
+    let server = match (api, &store) {
+        (Some(settings), Some(store)) => {
+            let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(store)));
+            let sink = Arc::new(crate::api::StoreLog(Arc::clone(store)));
             match crate::api::start(
                 running.node.clone(),
-                &api.settings,
+                &settings,
                 tokens,
                 Some(sink),
-                Some(Arc::new(crate::api::StoreConfig(Arc::clone(&api.store)))),
+                Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
                 plan.tunables.clone(),
             )
             .await
@@ -209,7 +208,7 @@ pub async fn run(plan: Plan, api: Option<ApiPlan>) -> Result<(), RunError> {
                 }
             }
         }
-        None => None,
+        _ => None,
     };
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
     println!("lnet-router: NIDs: {}", nids.join(" "));

@@ -1,7 +1,8 @@
 //! Fault rules added through the REST API are kept in the store and installed again when
 //! the daemon restarts on the same data dir: the `lnet-router` binary as a real process
 //! with a real store, a drop rule on its NI, an in-process node whose pings the rule
-//! drops, before and after a restart; a rule removed through the API stays removed.
+//! drops, before and after a restart (with and without the API); a rule removed through
+//! the API stays removed.
 
 #![allow(
     clippy::unwrap_used,
@@ -35,6 +36,22 @@ fn nid(s: &str) -> Nid {
 
 fn url(path: &str) -> String {
     format!("http://127.0.0.1:{API}/api/v1/nis/{ROUTER}/fault-rules{path}")
+}
+
+/// The daemon on `data` without its API (no `--api-listen`): only its NI listens.
+async fn start_without_api(config: &Path, data: &Path) -> Daemon {
+    let mut daemon = Daemon::start_args(&[
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+    ]);
+    let ni = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 5, 20)), PORT);
+    tokio::time::timeout(WAIT, wait_listening(&mut daemon, ni))
+        .await
+        .expect("bounded");
+    daemon
 }
 
 async fn start(config: &Path, data: &Path, tokens: &Path) -> Daemon {
@@ -147,6 +164,20 @@ lnet-router:
     assert_eq!(back[0]["fired"].as_u64(), Some(0));
     assert!(!answered(&node).await, "the kept rule drops the ping");
     assert!(rules(&client).await[0]["fired"].as_u64().unwrap() >= 1);
+    stop(daemon).await;
+
+    // Without the API the store is still the daemon's: the kept rule applies there too.
+    let daemon = start_without_api(&config, &data).await;
+    assert!(
+        !answered(&node).await,
+        "the kept rule drops the ping without the API"
+    );
+    let out = stop(daemon).await;
+    assert!(
+        out.contains("1 fault rule(s) installed from the store"),
+        "{out}"
+    );
+    let daemon = start(&config, &data, &tokens).await;
 
     // Removed through the API: gone, and still gone after the next restart.
     let removed = client
