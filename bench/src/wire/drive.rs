@@ -241,6 +241,11 @@ impl Source {
                 )));
             }
             self.ep.turn(10, &mut role, &self.payload)?;
+            if self.ep.closed() > 0 {
+                return Err(BenchError::Setup(
+                    "the next hop closed a connection of the source".into(),
+                ));
+            }
             let now = Instant::now();
             let new = role.acks - seen;
             seen = role.acks;
@@ -307,10 +312,5 @@ impl Source {
             }
         }
         Ok(n)
-    }
-
-    /// Bytes of each bulk PUT's payload.
-    pub fn bulk_size(&self) -> usize {
-        self.payload.len()
     }
 }

@@ -76,6 +76,8 @@ struct Conn {
     stream: TcpStream,
     /// This side's connection type.
     ctype: ConnType,
+    /// The peer's NID, from its HELLO.
+    peer: Nid,
     rbuf: Vec<u8>,
     rlen: usize,
     scanner: Scanner,
@@ -89,12 +91,13 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(stream: TcpStream, ctype: ConnType) -> Result<Conn, BenchError> {
+    fn new(stream: TcpStream, ctype: ConnType, peer: Nid) -> Result<Conn, BenchError> {
         stream.set_nodelay(true).map_err(io_err("TCP_NODELAY"))?;
         stream.set_nonblocking(true).map_err(io_err("O_NONBLOCK"))?;
         Ok(Conn {
             stream,
             ctype,
+            peer,
             rbuf: vec![0u8; READ_CHUNK],
             rlen: 0,
             scanner: Scanner::default(),
@@ -153,12 +156,13 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads what is there (a few chunks at most) and hands each frame to `role`.
-    fn read(&mut self, role: &mut dyn Role, replies: &mut Vec<u8>) -> Result<(), BenchError> {
+    /// Reads what is there (a few chunks at most) and hands each frame to `role`;
+    /// `false` when the peer closed the connection.
+    fn read(&mut self, role: &mut dyn Role, replies: &mut Vec<u8>) -> Result<bool, BenchError> {
         for _ in 0..8 {
             let free = self.rbuf.get_mut(self.rlen..).unwrap_or(&mut []);
             match self.stream.read(free) {
-                Ok(0) => return Err(BenchError::Setup("peer closed a connection".into())),
+                Ok(0) => return Ok(false),
                 Ok(n) => {
                     self.rlen += n;
                     let data = self.rbuf.get(..self.rlen).unwrap_or(&[]);
@@ -168,19 +172,20 @@ impl Conn {
                     self.rbuf.copy_within(used..self.rlen, 0);
                     self.rlen -= used;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(false),
                 Err(e) => return Err(io_err("read")(e)),
             }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
 /// What an end point does with the frames it receives.
 pub trait Role {
     /// Called for each frame; replies (whole frames) go to `replies`, which are sent on
-    /// the CONTROL connection.
+    /// the newest CONTROL connection to the same peer (or where the frame came from).
     fn on_frame(&mut self, found: Found, buf: &[u8], replies: &mut Vec<u8>);
 }
 
@@ -192,6 +197,7 @@ pub struct Endpoint {
     listener: TcpListener,
     conns: Vec<Conn>,
     replies: Vec<u8>,
+    closed: usize,
 }
 
 impl Endpoint {
@@ -208,6 +214,7 @@ impl Endpoint {
             listener,
             conns: Vec::new(),
             replies: Vec::new(),
+            closed: 0,
         })
     }
 
@@ -257,7 +264,7 @@ impl Endpoint {
             )));
         }
         s.set_read_timeout(None).map_err(io_err("SO_RCVTIMEO"))?;
-        Conn::new(s, ctype)
+        Conn::new(s, ctype, peer.nid)
     }
 
     fn passive(&self, mut s: TcpStream, from: SocketAddr) -> Result<Conn, BenchError> {
@@ -291,7 +298,7 @@ impl Endpoint {
             .map_err(|e| handshake_err("HELLO reply", e))?;
         s.write_all(&bytes).map_err(io_err("send HELLO reply"))?;
         s.set_read_timeout(None).map_err(io_err("SO_RCVTIMEO"))?;
-        Conn::new(s, ctype)
+        Conn::new(s, ctype, hello.src_nid)
     }
 
     /// One turn of the loop: waits at most `timeout_ms` for something to do, accepts
@@ -314,19 +321,37 @@ impl Endpoint {
         if ready.first().is_some_and(|r| r.read) {
             self.accept()?;
         }
-        for (c, r) in self.conns.iter_mut().zip(ready.iter().skip(1)) {
-            if r.read {
-                c.read(role, &mut self.replies)?;
+        let mut gone = Vec::new();
+        for (i, r) in ready.iter().skip(1).enumerate() {
+            let Some(c) = self.conns.get_mut(i).filter(|_| r.read) else {
+                continue;
+            };
+            if !c.read(role, &mut self.replies)? {
+                gone.push(i);
+            }
+            if !self.replies.is_empty() {
+                let peer = c.peer;
+                let to = self
+                    .conns
+                    .iter()
+                    .rposition(|c| c.peer == peer && c.ctype == ConnType::Control)
+                    .unwrap_or(i);
+                if let Some(c) = self.conns.get_mut(to) {
+                    c.out.extend_from_slice(&self.replies);
+                }
+                self.replies.clear();
             }
         }
-        if !self.replies.is_empty() {
-            let i = self.index_of(ConnType::Control).unwrap_or(0);
-            if let Some(c) = self.conns.get_mut(i) {
-                c.out.extend_from_slice(&self.replies);
-            }
-            self.replies.clear();
+        for i in gone.into_iter().rev() {
+            self.conns.remove(i);
+            self.closed += 1;
         }
         self.flush(payload)
+    }
+
+    /// How many connections the peers have closed so far.
+    pub fn closed(&self) -> usize {
+        self.closed
     }
 
     /// Writes what is queued on every connection, as far as TCP takes it.
@@ -389,11 +414,6 @@ impl Endpoint {
         self.conns
             .get_mut(i)
             .ok_or_else(|| BenchError::Setup(format!("no {ctype:?} connection")))
-    }
-
-    /// How many connections are established.
-    pub fn conn_count(&self) -> usize {
-        self.conns.len()
     }
 }
 

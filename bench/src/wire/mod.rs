@@ -427,7 +427,10 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     if args.cores.is_empty() {
         args.cores = if ncpu > 1 { vec![ncpu, 1] } else { vec![1] };
     }
-    if args.repeats == 0 || !(args.seconds > 0.0) || args.cores.iter().any(|&c| c == 0 || c > ncpu)
+    if args.repeats == 0
+        || !args.seconds.is_finite()
+        || args.seconds <= 0.0
+        || args.cores.iter().any(|&c| c == 0 || c > ncpu)
     {
         return Err(BenchError::Usage(format!(
             "--repeats and --seconds must be positive and --cores between 1 and {ncpu}"

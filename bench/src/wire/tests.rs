@@ -1,4 +1,5 @@
 use super::*;
+use std::time::Duration;
 
 fn sample(rate: f64, bulk: f64, p99: f64) -> Sample {
     Sample {
@@ -52,4 +53,76 @@ fn cpu_times_come_from_fields_14_and_15() {
     assert_eq!(child::stat_cpu_ticks("garbage"), None);
     let own = std::fs::read_to_string("/proc/self/stat").unwrap();
     assert!(child::stat_cpu_ticks(&own).is_some());
+}
+
+fn short() -> Timing {
+    Timing {
+        warmup: Duration::from_millis(50),
+        measure: Duration::from_millis(200),
+        drain: Duration::from_secs(10),
+    }
+}
+
+/// Every PUT the source sent was received by the sink and ACKed back: the phase ends
+/// with nothing in flight, and the sink saw exactly the PUTs the source counted.
+fn check_path(source: &mut Source, sink: Sink) {
+    let rate = source.run(Load::Rate { window: 32 }, short()).unwrap();
+    assert!(rate.counted > 0 && rate.total >= rate.counted, "{rate:?}");
+    let bulk = source.run(Load::Bulk { window: 4 }, short()).unwrap();
+    assert!(bulk.total > 0, "{bulk:?}");
+    let lat = source.run(Load::Latency, short()).unwrap();
+    assert!(!lat.rtts_ns.is_empty());
+    assert!(lat.rtts_ns.windows(2).all(|w| w[0] <= w[1]));
+    let totals = sink.stop().unwrap();
+    assert_eq!(totals.puts, rate.total + bulk.total + lat.total);
+    assert_eq!(totals.unexpected, 0);
+}
+
+#[test]
+fn a_source_and_a_sink_complete_put_acks_directly() {
+    let (src, dst) = (
+        pid_at(56, 11, "tcp").unwrap(),
+        pid_at(56, 12, "tcp").unwrap(),
+    );
+    let sink = Sink::start(dst, src, 25870).unwrap();
+    let mut source =
+        Source::connect(src, 25870, dst, addr(56, 12, 25870), dst, 8, 64 << 10).unwrap();
+    check_path(&mut source, sink);
+}
+
+#[test]
+fn the_relay_carries_the_handshake_and_frames_both_ways() {
+    let (src, dst) = (
+        pid_at(57, 11, "tcp").unwrap(),
+        pid_at(57, 12, "tcp").unwrap(),
+    );
+    let sink = Sink::start(dst, src, 25880).unwrap();
+    for mode in [RelayMode::Splice, RelayMode::Copy] {
+        let listen = if mode == RelayMode::Splice {
+            25881
+        } else {
+            25882
+        };
+        let args = relay::RelayArgs {
+            pairs: vec![format!("{}={}", addr(57, 12, listen), addr(57, 12, 25880))],
+            mode,
+            lifetime: 20,
+        };
+        std::thread::spawn(move || relay::run(args));
+        let mut source = Source::connect(
+            src,
+            listen + 10,
+            dst,
+            addr(57, 12, listen),
+            dst,
+            8,
+            64 << 10,
+        )
+        .unwrap();
+        let rate = source.run(Load::Rate { window: 32 }, short()).unwrap();
+        assert!(rate.counted > 0, "{mode:?}: {rate:?}");
+        let bulk = source.run(Load::Bulk { window: 4 }, short()).unwrap();
+        assert!(bulk.counted > 0, "{mode:?}: {bulk:?}");
+    }
+    assert_eq!(sink.stop().unwrap().unexpected, 0);
 }
