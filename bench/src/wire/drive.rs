@@ -13,14 +13,30 @@ use tokio::time::Instant;
 
 use super::endpoint::{Endpoint, Role};
 use super::frames::{
-    ack_cookie, ack_head, answer_put, put_head, set_put_cookie, Found, FRAME_HEAD,
+    ack_cookie, ack_head, answer_ping, answer_put, put_head, set_put_cookie, Found, FRAME_HEAD,
 };
 use crate::BenchError;
 
+/// Answers an LNet ping (the router may ping its peers); counts anything else.
+fn other_frame(
+    me: ProcessId,
+    head: &[u8],
+    replies: &mut Vec<u8>,
+    pings: &mut u64,
+    unexpected: &mut u64,
+) {
+    match answer_ping(me, head, replies) {
+        Ok(true) => *pings += 1,
+        Ok(false) | Err(_) => *unexpected += 1,
+    }
+}
+
 /// The sink's side: an ACK for each PUT.
 struct Answer {
+    me: ProcessId,
     ack: [u8; FRAME_HEAD],
     puts: u64,
+    pings: u64,
     unexpected: u64,
 }
 
@@ -35,6 +51,16 @@ impl Role for Answer {
                 self.puts += 1;
                 answer_put(&self.ack, buf.get(at..).unwrap_or(&[]), replies);
             }
+            Found::Lnet {
+                msg_type: MsgType::Get,
+                at,
+            } => other_frame(
+                self.me,
+                buf.get(at..).unwrap_or(&[]),
+                replies,
+                &mut self.pings,
+                &mut self.unexpected,
+            ),
             Found::Lnet { .. } => self.unexpected += 1,
         }
     }
@@ -45,6 +71,8 @@ impl Role for Answer {
 pub struct SinkTotals {
     /// PUTs received (and ACKed).
     pub puts: u64,
+    /// LNet pings received (and answered).
+    pub pings: u64,
     /// Other LNet messages received (ignored).
     pub unexpected: u64,
 }
@@ -61,8 +89,10 @@ impl Sink {
     pub fn start(me: ProcessId, source: ProcessId, port: u16) -> Result<Sink, BenchError> {
         let mut ep = Endpoint::listen(me, port, 0x51_4B00)?;
         let mut role = Answer {
+            me,
             ack: ack_head(me, source)?,
             puts: 0,
+            pings: 0,
             unexpected: 0,
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -75,6 +105,7 @@ impl Sink {
                 }
                 Ok(SinkTotals {
                     puts: role.puts,
+                    pings: role.pings,
                     unexpected: role.unexpected,
                 })
             })
@@ -109,8 +140,10 @@ impl Drop for Sink {
 }
 
 /// The source's side: counts ACKs, times them when one PUT at a time is in flight.
-#[derive(Default)]
 struct Count {
+    me: ProcessId,
+    pings: u64,
+    unexpected: u64,
     acks: u64,
     /// The cookie of the one PUT in flight (latency phase) and when it was queued.
     sent_at: Option<(u64, Instant)>,
@@ -118,7 +151,21 @@ struct Count {
 }
 
 impl Role for Count {
-    fn on_frame(&mut self, found: Found, buf: &[u8], _replies: &mut Vec<u8>) {
+    fn on_frame(&mut self, found: Found, buf: &[u8], replies: &mut Vec<u8>) {
+        if let Found::Lnet {
+            msg_type: MsgType::Get,
+            at,
+        } = found
+        {
+            let head = buf.get(at..).unwrap_or(&[]);
+            other_frame(
+                self.me,
+                head,
+                replies,
+                &mut self.pings,
+                &mut self.unexpected,
+            );
+        }
         if let Found::Lnet {
             msg_type: MsgType::Ack,
             at,
@@ -176,11 +223,16 @@ pub struct Outcome {
     pub seconds: f64,
     /// Round trips (latency phase), nanoseconds, sorted.
     pub rtts_ns: Vec<u64>,
+    /// LNet pings the source answered.
+    pub pings: u64,
+    /// Other LNet messages the source received (ignored).
+    pub unexpected: u64,
 }
 
 /// A source: the three connections to its next hop and the PUT templates.
 #[derive(Debug)]
 pub struct Source {
+    me: ProcessId,
     ep: Endpoint,
     small: [u8; FRAME_HEAD],
     bulk: [u8; FRAME_HEAD],
@@ -205,6 +257,7 @@ impl Source {
         let mut ep = Endpoint::listen(me, port, 0x50_5200)?;
         ep.connect(next_hop, addr, Duration::from_secs(30))?;
         Ok(Source {
+            me,
             ep,
             small: put_head(me, target, 0)?,
             bulk: put_head(me, target, bulk_size)?,
@@ -216,7 +269,14 @@ impl Source {
 
     /// Runs one phase.
     pub fn run(&mut self, load: Load, timing: Timing) -> Result<Outcome, BenchError> {
-        let mut role = Count::default();
+        let mut role = Count {
+            me: self.me,
+            pings: 0,
+            unexpected: 0,
+            acks: 0,
+            sent_at: None,
+            last_rtt: None,
+        };
         let start = Instant::now();
         let t0 = start + timing.warmup;
         let t1 = t0 + timing.measure;
@@ -259,6 +319,8 @@ impl Source {
             role.last_rtt = None;
         }
         out.total = role.acks;
+        out.pings = role.pings;
+        out.unexpected = role.unexpected;
         out.rtts_ns.sort_unstable();
         Ok(out)
     }

@@ -9,7 +9,10 @@
 
 use lnd::socklnd::wire::{encode_lnet, ByteOrder, KsockHeader, KsockType, KSOCK_HEADER_BYTES};
 use lnet::header::HEADER_NID4_BYTES;
-use lnet::{Header, HeaderForm, Message, MsgType, ProcessId, WireHandle};
+use lnet::ping::{NiStatus, RESERVED_PORTAL};
+use lnet::{
+    Features, Header, HeaderForm, Message, MsgType, PingInfo, ProcessId, WireHandle, PING_MATCHBITS,
+};
 
 use crate::BenchError;
 
@@ -110,6 +113,47 @@ pub fn answer_put(ack: &[u8; FRAME_HEAD], put: &[u8], out: &mut Vec<u8>) {
     ) {
         dst.copy_from_slice(src);
     }
+}
+
+/// Appends to `out` the REPLY to an LNet ping (a GET on the reserved portal with the
+/// ping match bits) whose head is `get`: `me`'s ping info, one NI, up. Returns `false`,
+/// appending nothing, for any other GET.
+pub fn answer_ping(me: ProcessId, get: &[u8], out: &mut Vec<u8>) -> Result<bool, BenchError> {
+    let h = decode_head(get)?;
+    let Message::Get {
+        return_wmd,
+        match_bits: PING_MATCHBITS,
+        ptl_index: RESERVED_PORTAL,
+        sink_length,
+        ..
+    } = h.msg
+    else {
+        return Ok(false);
+    };
+    let mut info = PingInfo::new(me.pid, 1, Features::NI_STATUS, vec![NiStatus::up(me.nid)])
+        .encode()
+        .map_err(|e| BenchError::Setup(format!("ping info: {e}")))?;
+    info.truncate(sink_length as usize);
+    let reply = Header {
+        dest_nid: h.src_nid,
+        src_nid: me.nid,
+        dest_pid: h.src_pid,
+        src_pid: me.pid,
+        payload_length: u32::try_from(info.len()).unwrap_or(0),
+        msg: Message::Reply {
+            dst_wmd: return_wmd,
+        },
+    };
+    encode_lnet(
+        &KsockHeader::lnet(),
+        &reply,
+        HeaderForm::Nid4,
+        &info,
+        ByteOrder::Little,
+        out,
+    )
+    .map_err(|e| BenchError::Setup(format!("encoding a ping REPLY: {e}")))?;
+    Ok(true)
 }
 
 /// The object cookie of the handle an ACK head carries back.

@@ -165,8 +165,10 @@ pub struct WireReport {
     pub paths: Vec<PathReport>,
     /// Ratios.
     pub ratios: Vec<RatioReport>,
-    /// LNet messages other than PUTs the sinks received (ignored).
-    pub sink_unexpected: u64,
+    /// LNet pings the end nodes received and answered (the router pings its peers).
+    pub pings_answered: u64,
+    /// Other LNet messages the end nodes received besides PUTs, ACKs and pings (ignored).
+    pub unexpected: u64,
     /// `/proc/loadavg` before.
     pub loadavg_start: String,
     /// `/proc/loadavg` after.
@@ -193,6 +195,9 @@ fn addr(a: u8, b: u8, port: u16) -> SocketAddr {
 /// One path, set up: its source, its sink and the process in between, if any.
 struct Path {
     kind: &'static str,
+    /// Pings the source answered, and other messages it ignored.
+    source_pings: u64,
+    source_unexpected: u64,
     source: Source,
     sink: Option<Sink>,
     process: Option<Process>,
@@ -229,6 +234,8 @@ fn setup_direct(args: &WireArgs) -> Result<Path, BenchError> {
     )?;
     Ok(Path {
         kind: "direct",
+        source_pings: 0,
+        source_unexpected: 0,
         source,
         sink: Some(sink),
         process: None,
@@ -270,6 +277,8 @@ fn setup_relay(args: &WireArgs, dir: &std::path::Path, lifetime: u64) -> Result<
     )?;
     Ok(Path {
         kind: "relay",
+        source_pings: 0,
+        source_unexpected: 0,
         source,
         sink: Some(sink),
         process: Some(process),
@@ -305,6 +314,8 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
     process.check_alive()?;
     Ok(Path {
         kind: "router",
+        source_pings: 0,
+        source_unexpected: 0,
         source: source?,
         sink: Some(sink),
         process: Some(process),
@@ -323,6 +334,8 @@ fn phase(
         .map(Process::cpu_seconds)
         .transpose()?;
     let out = path.source.run(load, timing)?;
+    path.source_pings += out.pings;
+    path.source_unexpected += out.unexpected;
     let after = path
         .process
         .as_ref()
@@ -516,11 +529,15 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
             list.push(s);
         }
     }
-    let mut sink_unexpected = 0;
+    let (mut pings_answered, mut unexpected) = (0, 0);
     for p in &mut paths {
         if let Some(s) = p.sink.take() {
-            sink_unexpected += s.stop()?.unexpected;
+            let t = s.stop()?;
+            pings_answered += t.pings;
+            unexpected += t.unexpected;
         }
+        pings_answered += p.source_pings;
+        unexpected += p.source_unexpected;
         tracing::debug!(kind = p.kind, "wire: path done");
     }
     drop(paths);
@@ -553,7 +570,8 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         peer_credits: args.peer_credits,
         paths: reports,
         ratios,
-        sink_unexpected,
+        pings_answered,
+        unexpected,
         loadavg_start,
         loadavg_end: loadavg(),
     };
@@ -595,6 +613,10 @@ fn print_report(r: &WireReport) {
             s(&q.p99)
         );
     }
+    println!(
+        "pings answered by the end nodes: {}; other messages ignored: {}",
+        r.pings_answered, r.unexpected
+    );
     println!("load: {} -> {}", r.loadavg_start, r.loadavg_end);
 }
 

@@ -85,3 +85,49 @@ fn the_scanner_finds_frames_across_any_split_and_skips_payloads() {
         );
     }
 }
+
+#[test]
+fn a_ping_is_answered_with_the_nodes_ping_info_and_other_gets_are_not() {
+    let (me, router) = (pid("127.0.59.1@tcp1"), pid("127.0.59.2@tcp1"));
+    let handle = WireHandle {
+        interface_cookie: 5,
+        object_cookie: 6,
+    };
+    let get = |match_bits| {
+        let h = Header {
+            dest_nid: me.nid,
+            src_nid: router.nid,
+            dest_pid: me.pid,
+            src_pid: router.pid,
+            payload_length: 0,
+            msg: Message::Get {
+                return_wmd: handle,
+                match_bits,
+                ptl_index: RESERVED_PORTAL,
+                src_offset: 0,
+                sink_length: 4096,
+            },
+        };
+        let mut f = Vec::new();
+        encode_lnet(
+            &KsockHeader::lnet(),
+            &h,
+            HeaderForm::Nid4,
+            &[],
+            ByteOrder::Little,
+            &mut f,
+        )
+        .unwrap();
+        f
+    };
+    let mut out = Vec::new();
+    assert!(!answer_ping(me, &get(7), &mut out).unwrap());
+    assert!(out.is_empty());
+    assert!(answer_ping(me, &get(PING_MATCHBITS), &mut out).unwrap());
+    let h = decode_head(&out).unwrap();
+    assert_eq!((h.src_nid, h.dest_nid), (me.nid, router.nid));
+    assert_eq!(h.msg, Message::Reply { dst_wmd: handle });
+    assert_eq!(out.len(), FRAME_HEAD + h.payload_length as usize);
+    let info = PingInfo::decode(&out[FRAME_HEAD..]).unwrap();
+    assert!(info.status_of(&me.nid).unwrap().is_up());
+}
