@@ -24,6 +24,7 @@ pub mod load;
 pub mod relay;
 pub mod selftest;
 pub mod topo;
+pub mod wire;
 
 /// Why a benchmark could not run.
 #[derive(Debug, thiserror::Error)]

@@ -3,7 +3,9 @@
 //! * `lnet-bench selftest [ping | brw read|write size=N] ...`: lnet_selftest-style load;
 //! * `lnet-bench compare [--quick] ...`: the router against a plain TCP relay and against
 //!   a direct connection, with the ratios, written as JSON;
-//! * `lnet-bench failover ...`: failover and recovery times with two routers.
+//! * `lnet-bench failover ...`: failover and recovery times with two routers;
+//! * `lnet-bench wire [--quick] ...`: the `lnet-router` process against a splice relay
+//!   and a direct connection, with end nodes that cannot be the bottleneck.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -11,6 +13,8 @@ use std::process::ExitCode;
 use bench::compare::CompareArgs;
 use bench::failover::FailoverArgs;
 use bench::selftest::SelftestArgs;
+use bench::wire::relay::RelayArgs;
+use bench::wire::WireArgs;
 use bench::BenchError;
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
@@ -33,6 +37,12 @@ enum Cmd {
     Compare(CompareArgs),
     /// Failover and recovery times with two routers between two end nodes.
     Failover(FailoverArgs),
+    /// The router process against a splice relay and a direct connection, with minimal
+    /// synchronous socklnd end nodes (rate, bulk, latency, CPU per message).
+    Wire(WireArgs),
+    /// The relay process `wire` starts (not run by hand).
+    #[command(hide = true)]
+    WireRelay(RelayArgs),
 }
 
 fn exit(r: Result<(), BenchError>, what: &str) -> ExitCode {
@@ -67,6 +77,8 @@ fn main() -> ExitCode {
                 "compare",
             )
         }
+        Cmd::Wire(args) => exit(bench::wire::run(args).map(|_| ()), "wire"),
+        Cmd::WireRelay(args) => exit(bench::wire::relay::run(args), "wire-relay"),
         Cmd::Failover(args) => {
             let system = actix::System::new();
             exit(

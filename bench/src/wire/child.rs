@@ -1,0 +1,105 @@
+//! The processes `lnet-bench wire` measures (the router, the relay): started with their
+//! output to a log file, pinned to CPUs, their CPU time read from /proc, killed when
+//! dropped (also on error).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use super::sys::{clock_ticks, set_affinity};
+use crate::BenchError;
+
+/// A child process, killed (SIGKILL) and reaped when dropped.
+#[derive(Debug)]
+pub struct Process {
+    child: Child,
+    what: String,
+}
+
+impl Process {
+    /// Starts `command`, standard error to `log`.
+    pub fn start(mut command: Command, what: &str, log: &Path) -> Result<Process, BenchError> {
+        let err = std::fs::File::create(log).map_err(|source| BenchError::Io {
+            what: format!("create {}", log.display()),
+            source,
+        })?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .map_err(|source| BenchError::Io {
+                what: format!("start {what}"),
+                source,
+            })?;
+        Ok(Process {
+            child,
+            what: what.to_string(),
+        })
+    }
+
+    /// Its pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Fails if it has exited.
+    pub fn check_alive(&mut self) -> Result<(), BenchError> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(BenchError::Setup(format!("{} exited: {status}", self.what))),
+            Err(source) => Err(BenchError::Io {
+                what: format!("wait for {}", self.what),
+                source,
+            }),
+        }
+    }
+
+    /// Pins every thread of the process to `cpus` (threads it creates later inherit it).
+    pub fn pin(&self, cpus: &[usize]) -> Result<(), BenchError> {
+        let dir = format!("/proc/{}/task", self.pid());
+        let tasks = std::fs::read_dir(&dir).map_err(|source| BenchError::Io {
+            what: format!("list {dir}"),
+            source,
+        })?;
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            // A thread may end between the listing and the call.
+            if let Err(e) = set_affinity(tid, cpus) {
+                tracing::debug!(tid, "sched_setaffinity: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    /// utime + stime of the whole process so far, seconds.
+    pub fn cpu_seconds(&self) -> Result<f64, BenchError> {
+        let path = format!("/proc/{}/stat", self.pid());
+        let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
+            what: format!("read {path}"),
+            source,
+        })?;
+        let ticks = stat_cpu_ticks(&text)
+            .ok_or_else(|| BenchError::Setup(format!("cannot parse {path}")))?;
+        Ok(ticks as f64 / clock_ticks() as f64)
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// utime + stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks.
+pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name (field 2) is in parentheses and may hold spaces: count from the
+    // last ')'. After it come field 3 (state) onwards.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}

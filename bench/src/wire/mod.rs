@@ -1,0 +1,624 @@
+//! `lnet-bench wire`: the router measured with end nodes that cannot be the bottleneck.
+//!
+//! The end nodes are [`drive::Source`] and [`drive::Sink`]: plain synchronous socklnd
+//! (reserved-port acceptor request, HELLO V3, the three typed connections), one poll(2)
+//! loop on one thread each, pre-encoded PUT and ACK frames. In one run, three paths:
+//!
+//! * **direct**: source 127.0.56.1@tcp to sink 127.0.56.2@tcp;
+//! * **relay**: source 127.0.57.1@tcp to sink 127.0.57.2@tcp through [`relay`], a process
+//!   of its own (splice(2), one thread per direction);
+//! * **router**: source 127.0.58.1@tcp to sink 127.0.59.1@tcp1 through an `lnet-router
+//!   run` process with NIs 127.0.58.2@tcp and 127.0.59.2@tcp1.
+//!
+//! The relay and the router are measured pinned to each of `--cores` (CPU 0, or CPUs
+//! 0..N-1), re-pinned in place between measurements. For each repeat, each measurement in
+//! turn (the order rotating between repeats): the 0-byte PUT+ACK rate, 1 MiB bulk
+//! throughput, and the round trip of one PUT+ACK at a time (p50/p99); with the CPU time
+//! (utime+stime from /proc/PID/stat) the relay or router process spent per PUT+ACK.
+//! Medians over the repeats; ratios router/relay and router/direct within each repeat.
+//! Nothing is asserted.
+
+pub mod child;
+pub mod drive;
+pub mod endpoint;
+pub mod frames;
+pub mod relay;
+pub mod sys;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use lnet::{Nid, ProcessId};
+use serde::Serialize;
+
+use child::Process;
+use drive::{Load, Outcome, Sink, Source, Timing};
+use relay::RelayMode;
+
+use crate::load::{median, percentile};
+use crate::{write_json, BenchError};
+
+/// `lnet-bench wire`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WireArgs {
+    /// Repeats of every measurement (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeats: usize,
+    /// Seconds each phase is measured (after a warm-up of a quarter of it, at most 0.5 s).
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// A smoke run: 1 repeat of 0.3 s, the relay and router on all CPUs only.
+    #[arg(long)]
+    pub quick: bool,
+    /// The acceptor port of every node (the relay listens on PORT+1).
+    #[arg(long, default_value_t = 25800)]
+    pub port: u16,
+    /// The `lnet-router` binary.
+    #[arg(long, default_value = "target/release/lnet-router")]
+    pub router_bin: PathBuf,
+    /// 0-byte PUTs in flight in the rate phase.
+    #[arg(long, default_value_t = 64)]
+    pub rate_window: usize,
+    /// 1 MiB PUTs in flight in the bulk phase.
+    #[arg(long, default_value_t = 8)]
+    pub bulk_window: usize,
+    /// Most frames the source queues that TCP has not taken yet (socklnd `peer_credits`).
+    #[arg(long, default_value_t = 8)]
+    pub peer_credits: usize,
+    /// CPU counts the relay and the router are pinned to, in turn (default: all, then 1).
+    #[arg(long, value_delimiter = ',')]
+    pub cores: Vec<usize>,
+    /// How the relay moves bytes.
+    #[arg(long, value_enum, default_value_t = RelayMode::Splice)]
+    pub relay: RelayMode,
+    /// Write the report as JSON to this file ("-": standard output).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+}
+
+/// Bytes of a bulk PUT.
+pub const BULK_SIZE: u32 = 1 << 20;
+/// Most time the PUTs in flight at the end of a phase may take to be ACKed.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// One measurement of one path in one repeat.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Sample {
+    /// 0-byte PUT+ACKs per second.
+    pub rate_per_s: f64,
+    /// 1 MiB PUTs' payload delivered (ACKed), GB/s (10^9 bytes).
+    pub bulk_gb_per_s: f64,
+    /// Median round trip of one PUT+ACK at a time, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile of the same, microseconds.
+    pub p99_us: f64,
+    /// CPU time of the relay/router process per 0-byte PUT+ACK (two messages forwarded),
+    /// microseconds; none for direct.
+    pub cpu_us_per_put_ack: Option<f64>,
+    /// The same per forwarded message (half of it).
+    pub cpu_us_per_msg: Option<f64>,
+    /// CPU time of the relay/router process per 1 MiB PUT+ACK, microseconds.
+    pub cpu_us_per_bulk_put: Option<f64>,
+}
+
+/// One path's samples and their medians.
+#[derive(Debug, Clone, Serialize)]
+pub struct PathReport {
+    /// "direct", "relay@N" or "router@N" (N CPUs).
+    pub name: String,
+    /// The CPUs the relay/router process was pinned to.
+    pub cpus: Vec<usize>,
+    /// Per repeat.
+    pub samples: Vec<Sample>,
+    /// Medians over the repeats.
+    pub median: Sample,
+}
+
+/// A ratio over the repeats.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Spread {
+    /// Median.
+    pub median: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+}
+
+/// The router against a yardstick, ratios taken within each repeat.
+#[derive(Debug, Clone, Serialize)]
+pub struct RatioReport {
+    /// "router@N/relay@N" or "router@N/direct".
+    pub name: String,
+    /// Rate ratio.
+    pub rate: Spread,
+    /// Bulk ratio.
+    pub bulk: Spread,
+    /// p50 latency ratio.
+    pub p50: Spread,
+    /// p99 latency ratio.
+    pub p99: Spread,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct WireReport {
+    /// CPUs of the machine.
+    pub cpus: usize,
+    /// How the load generator and the measured process shared the CPUs.
+    pub sharing: String,
+    /// How the relay moves bytes.
+    pub relay: String,
+    /// Repeats.
+    pub repeats: usize,
+    /// Measured seconds per phase.
+    pub seconds: f64,
+    /// 0-byte PUTs in flight.
+    pub rate_window: usize,
+    /// 1 MiB PUTs in flight.
+    pub bulk_window: usize,
+    /// Frames queued ahead of TCP at most.
+    pub peer_credits: usize,
+    /// Per path.
+    pub paths: Vec<PathReport>,
+    /// Ratios.
+    pub ratios: Vec<RatioReport>,
+    /// LNet pings the end nodes received and answered (the router pings its peers).
+    pub pings_answered: u64,
+    /// Other LNet messages the end nodes received besides PUTs, ACKs and pings (ignored).
+    pub unexpected: u64,
+    /// `/proc/loadavg` before.
+    pub loadavg_start: String,
+    /// `/proc/loadavg` after.
+    pub loadavg_end: String,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn pid_at(a: u8, b: u8, net: &str) -> Result<ProcessId, BenchError> {
+    let n: Nid = format!("127.0.{a}.{b}@{net}")
+        .parse()
+        .map_err(|e| BenchError::Setup(format!("NID: {e}")))?;
+    Ok(ProcessId::lustre(n))
+}
+
+fn addr(a: u8, b: u8, port: u16) -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, a, b)), port)
+}
+
+/// One path, set up: its source, its sink and the process in between, if any.
+struct Path {
+    kind: &'static str,
+    /// Pings the source answered, and other messages it ignored.
+    source_pings: u64,
+    source_unexpected: u64,
+    source: Source,
+    sink: Option<Sink>,
+    process: Option<Process>,
+}
+
+fn router_yaml(near: Nid, far: Nid, port: u16) -> String {
+    format!(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: {near}
+    - net type: tcp1
+      local NI(s):
+        - nid: {far}
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: {port}
+"
+    )
+}
+
+fn setup_direct(args: &WireArgs) -> Result<Path, BenchError> {
+    let (src, dst) = (pid_at(56, 1, "tcp")?, pid_at(56, 2, "tcp")?);
+    let sink = Sink::start(dst, src, args.port)?;
+    let source = Source::connect(
+        src,
+        args.port,
+        dst,
+        addr(56, 2, args.port),
+        dst,
+        args.peer_credits,
+        BULK_SIZE,
+    )?;
+    Ok(Path {
+        kind: "direct",
+        source_pings: 0,
+        source_unexpected: 0,
+        source,
+        sink: Some(sink),
+        process: None,
+    })
+}
+
+fn setup_relay(args: &WireArgs, dir: &std::path::Path, lifetime: u64) -> Result<Path, BenchError> {
+    let (src, dst) = (pid_at(57, 1, "tcp")?, pid_at(57, 2, "tcp")?);
+    let sink = Sink::start(dst, src, args.port)?;
+    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
+        what: "find lnet-bench's own path".into(),
+        source,
+    })?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("wire-relay")
+        .arg("--pair")
+        .arg(format!(
+            "{}={}",
+            addr(57, 2, args.port + 1),
+            addr(57, 2, args.port)
+        ))
+        .arg("--mode")
+        .arg(match args.relay {
+            RelayMode::Splice => "splice",
+            RelayMode::Copy => "copy",
+        })
+        .arg("--lifetime")
+        .arg(lifetime.to_string())
+        .env("RUST_LOG", "warn");
+    let process = Process::start(cmd, "the relay", &dir.join("relay.log"))?;
+    let source = Source::connect(
+        src,
+        args.port,
+        dst,
+        addr(57, 2, args.port + 1),
+        dst,
+        args.peer_credits,
+        BULK_SIZE,
+    )?;
+    Ok(Path {
+        kind: "relay",
+        source_pings: 0,
+        source_unexpected: 0,
+        source,
+        sink: Some(sink),
+        process: Some(process),
+    })
+}
+
+fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchError> {
+    let (src, near) = (pid_at(58, 1, "tcp")?, pid_at(58, 2, "tcp")?);
+    let (dst, far) = (pid_at(59, 1, "tcp1")?, pid_at(59, 2, "tcp1")?);
+    let sink = Sink::start(dst, src, args.port)?;
+    let config = dir.join("router.yaml");
+    std::fs::write(&config, router_yaml(near.nid, far.nid, args.port)).map_err(|source| {
+        BenchError::Io {
+            what: format!("write {}", config.display()),
+            source,
+        }
+    })?;
+    let mut cmd = Command::new(&args.router_bin);
+    cmd.arg("run")
+        .arg("--config")
+        .arg(&config)
+        .env("RUST_LOG", "warn");
+    let mut process = Process::start(cmd, "lnet-router", &dir.join("router.log"))?;
+    let source = Source::connect(
+        src,
+        args.port,
+        near,
+        addr(58, 2, args.port),
+        dst,
+        args.peer_credits,
+        BULK_SIZE,
+    );
+    process.check_alive()?;
+    Ok(Path {
+        kind: "router",
+        source_pings: 0,
+        source_unexpected: 0,
+        source: source?,
+        sink: Some(sink),
+        process: Some(process),
+    })
+}
+
+/// Runs one load on a path, with the process's CPU time around it.
+fn phase(
+    path: &mut Path,
+    load: Load,
+    timing: Timing,
+) -> Result<(Outcome, Option<f64>), BenchError> {
+    let before = path
+        .process
+        .as_ref()
+        .map(Process::cpu_seconds)
+        .transpose()?;
+    let out = path.source.run(load, timing)?;
+    path.source_pings += out.pings;
+    path.source_unexpected += out.unexpected;
+    let after = path
+        .process
+        .as_ref()
+        .map(Process::cpu_seconds)
+        .transpose()?;
+    if let Some(p) = path.process.as_mut() {
+        p.check_alive()?;
+    }
+    let cpu = before.zip(after).map(|(b, a)| a - b);
+    Ok((out, cpu))
+}
+
+fn measure(path: &mut Path, args: &WireArgs, timing: Timing) -> Result<Sample, BenchError> {
+    let (rate, rate_cpu) = phase(
+        path,
+        Load::Rate {
+            window: args.rate_window,
+        },
+        timing,
+    )?;
+    let (bulk, bulk_cpu) = phase(
+        path,
+        Load::Bulk {
+            window: args.bulk_window,
+        },
+        timing,
+    )?;
+    let (lat, _) = phase(path, Load::Latency, timing)?;
+    let per = |cpu: Option<f64>, n: u64| cpu.filter(|_| n > 0).map(|c| c * 1e6 / n as f64);
+    let cpu_us_per_put_ack = per(rate_cpu, rate.total);
+    Ok(Sample {
+        rate_per_s: rate.counted as f64 / rate.seconds,
+        bulk_gb_per_s: bulk.counted as f64 * f64::from(BULK_SIZE) / bulk.seconds / 1e9,
+        p50_us: percentile(&lat.rtts_ns, 50.0) as f64 / 1e3,
+        p99_us: percentile(&lat.rtts_ns, 99.0) as f64 / 1e3,
+        cpu_us_per_put_ack,
+        cpu_us_per_msg: cpu_us_per_put_ack.map(|c| c / 2.0),
+        cpu_us_per_bulk_put: per(bulk_cpu, bulk.total),
+    })
+}
+
+fn median_sample(samples: &[Sample]) -> Sample {
+    let m = |f: fn(&Sample) -> f64| median(&samples.iter().map(f).collect::<Vec<_>>());
+    let mo = |f: fn(&Sample) -> Option<f64>| {
+        let v: Vec<f64> = samples.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| median(&v))
+    };
+    Sample {
+        rate_per_s: m(|s| s.rate_per_s),
+        bulk_gb_per_s: m(|s| s.bulk_gb_per_s),
+        p50_us: m(|s| s.p50_us),
+        p99_us: m(|s| s.p99_us),
+        cpu_us_per_put_ack: mo(|s| s.cpu_us_per_put_ack),
+        cpu_us_per_msg: mo(|s| s.cpu_us_per_msg),
+        cpu_us_per_bulk_put: mo(|s| s.cpu_us_per_bulk_put),
+    }
+}
+
+fn spread(values: &[f64]) -> Spread {
+    Spread {
+        median: median(values),
+        min: values.iter().copied().fold(f64::INFINITY, f64::min),
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    }
+}
+
+/// Ratios of `num` over `den`, repeat by repeat.
+pub fn ratio(name: String, num: &[Sample], den: &[Sample]) -> RatioReport {
+    let r = |f: fn(&Sample) -> f64| {
+        let v: Vec<f64> = num
+            .iter()
+            .zip(den)
+            .map(|(a, b)| if f(b) > 0.0 { f(a) / f(b) } else { 0.0 })
+            .collect();
+        spread(&v)
+    };
+    RatioReport {
+        name,
+        rate: r(|s| s.rate_per_s),
+        bulk: r(|s| s.bulk_gb_per_s),
+        p50: r(|s| s.p50_us),
+        p99: r(|s| s.p99_us),
+    }
+}
+
+/// One measurement slot: a path and, for the relay and router, the CPUs they get.
+#[derive(Debug, Clone)]
+struct Slot {
+    path: usize,
+    cpus: Vec<usize>,
+    name: String,
+}
+
+/// Runs `lnet-bench wire` and prints (and writes) its report.
+pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
+    let ncpu = std::thread::available_parallelism().map_or(1, usize::from);
+    if args.quick {
+        args.repeats = 1;
+        args.seconds = 0.3;
+        args.cores = vec![ncpu];
+    }
+    if args.cores.is_empty() {
+        args.cores = if ncpu > 1 { vec![ncpu, 1] } else { vec![1] };
+    }
+    if args.repeats == 0
+        || !args.seconds.is_finite()
+        || args.seconds <= 0.0
+        || args.cores.iter().any(|&c| c == 0 || c > ncpu)
+    {
+        return Err(BenchError::Usage(format!(
+            "--repeats and --seconds must be positive and --cores between 1 and {ncpu}"
+        )));
+    }
+    if args.port > 25990 {
+        return Err(BenchError::Usage(
+            "--port must leave room below 25999".into(),
+        ));
+    }
+    let measure_d = Duration::from_secs_f64(args.seconds);
+    let timing = Timing {
+        warmup: (measure_d / 4).min(Duration::from_millis(500)),
+        measure: measure_d,
+        drain: DRAIN,
+    };
+    let slots_per_repeat = 1 + 2 * args.cores.len();
+    let phase_bound = timing.warmup + timing.measure + DRAIN;
+    let lifetime =
+        (phase_bound * 3 * u32::try_from(slots_per_repeat * args.repeats).unwrap_or(u32::MAX))
+            .as_secs()
+            + 120;
+    let loadavg_start = loadavg();
+    let sharing = format!(
+        "{ncpu} CPU(s). The source and the sink are threads of lnet-bench, not pinned; the relay \
+         and the router are processes pinned to CPUs 0..N-1 for N in {:?}, so the load \
+         generator shares {} with them",
+        args.cores,
+        if ncpu <= 2 { "the cores" } else { "some cores" }
+    );
+    println!("wire: {sharing}; load {loadavg_start}");
+    println!("wire: relay = {}", args.relay.describe());
+    let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
+        what: "create a temporary directory".into(),
+        source,
+    })?;
+    let mut paths = vec![
+        setup_direct(&args)?,
+        setup_relay(&args, dir.path(), lifetime)?,
+        setup_router(&args, dir.path())?,
+    ];
+    let mut slots = vec![Slot {
+        path: 0,
+        cpus: Vec::new(),
+        name: "direct".into(),
+    }];
+    for &c in &args.cores {
+        let cpus: Vec<usize> = (0..c).collect();
+        for (path, kind) in [(1, "relay"), (2, "router")] {
+            slots.push(Slot {
+                path,
+                cpus: cpus.clone(),
+                name: format!("{kind}@{c}"),
+            });
+        }
+    }
+    let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); slots.len()];
+    for repeat in 0..args.repeats {
+        for k in 0..slots.len() {
+            let i = (k + repeat) % slots.len();
+            let (Some(slot), Some(list)) = (slots.get(i), samples.get_mut(i)) else {
+                continue;
+            };
+            let Some(path) = paths.get_mut(slot.path) else {
+                continue;
+            };
+            if let Some(p) = &path.process {
+                p.pin(&slot.cpus)?;
+            }
+            let s = measure(path, &args, timing)?;
+            println!(
+                "wire: repeat {} {:<10} {:>10.0} PUT+ACK/s {:>6.2} GB/s p50 {:>7.1} us p99 {:>7.1} us{}",
+                repeat + 1,
+                slot.name,
+                s.rate_per_s,
+                s.bulk_gb_per_s,
+                s.p50_us,
+                s.p99_us,
+                s.cpu_us_per_put_ack
+                    .map(|c| format!(" cpu {c:.2} us/PUT+ACK"))
+                    .unwrap_or_default()
+            );
+            list.push(s);
+        }
+    }
+    let (mut pings_answered, mut unexpected) = (0, 0);
+    for p in &mut paths {
+        if let Some(s) = p.sink.take() {
+            let t = s.stop()?;
+            pings_answered += t.pings;
+            unexpected += t.unexpected;
+        }
+        pings_answered += p.source_pings;
+        unexpected += p.source_unexpected;
+        tracing::debug!(kind = p.kind, "wire: path done");
+    }
+    drop(paths);
+    let reports: Vec<PathReport> = slots
+        .iter()
+        .zip(&samples)
+        .map(|(slot, s)| PathReport {
+            name: slot.name.clone(),
+            cpus: slot.cpus.clone(),
+            samples: s.clone(),
+            median: median_sample(s),
+        })
+        .collect();
+    let mut ratios = Vec::new();
+    let direct = samples.first().cloned().unwrap_or_default();
+    for (j, &c) in args.cores.iter().enumerate() {
+        let relay = samples.get(1 + 2 * j).cloned().unwrap_or_default();
+        let router = samples.get(2 + 2 * j).cloned().unwrap_or_default();
+        ratios.push(ratio(format!("router@{c}/relay@{c}"), &router, &relay));
+        ratios.push(ratio(format!("router@{c}/direct"), &router, &direct));
+    }
+    let report = WireReport {
+        cpus: ncpu,
+        sharing,
+        relay: args.relay.describe().to_string(),
+        repeats: args.repeats,
+        seconds: args.seconds,
+        rate_window: args.rate_window,
+        bulk_window: args.bulk_window,
+        peer_credits: args.peer_credits,
+        paths: reports,
+        ratios,
+        pings_answered,
+        unexpected,
+        loadavg_start,
+        loadavg_end: loadavg(),
+    };
+    print_report(&report);
+    if let Some(path) = &args.json {
+        write_json(path, &report)?;
+    }
+    Ok(report)
+}
+
+fn print_report(r: &WireReport) {
+    println!(
+        "\n{:<10} {:>12} {:>9} {:>9} {:>9} {:>14} {:>14}",
+        "path", "PUT+ACK/s", "GB/s", "p50 us", "p99 us", "cpu us/PUT+ACK", "cpu us/1MiB PUT"
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+    for p in &r.paths {
+        let m = &p.median;
+        println!(
+            "{:<10} {:>12.0} {:>9.2} {:>9.1} {:>9.1} {:>14} {:>14}",
+            p.name,
+            m.rate_per_s,
+            m.bulk_gb_per_s,
+            m.p50_us,
+            m.p99_us,
+            opt(m.cpu_us_per_put_ack),
+            opt(m.cpu_us_per_bulk_put)
+        );
+    }
+    println!("\nratios (median, min..max over {} repeats):", r.repeats);
+    let s = |x: &Spread| format!("{:.3} ({:.3}..{:.3})", x.median, x.min, x.max);
+    for q in &r.ratios {
+        println!(
+            "{:<20} rate {}  bulk {}  p50 {}  p99 {}",
+            q.name,
+            s(&q.rate),
+            s(&q.bulk),
+            s(&q.p50),
+            s(&q.p99)
+        );
+    }
+    println!(
+        "pings answered by the end nodes: {}; other messages ignored: {}",
+        r.pings_answered, r.unexpected
+    );
+    println!("load: {} -> {}", r.loadavg_start, r.loadavg_end);
+}
+
+#[cfg(test)]
+mod tests;

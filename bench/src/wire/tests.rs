@@ -1,0 +1,128 @@
+use super::*;
+use std::time::Duration;
+
+fn sample(rate: f64, bulk: f64, p99: f64) -> Sample {
+    Sample {
+        rate_per_s: rate,
+        bulk_gb_per_s: bulk,
+        p50_us: p99 / 2.0,
+        p99_us: p99,
+        ..Sample::default()
+    }
+}
+
+#[test]
+fn ratios_are_taken_within_each_repeat() {
+    let router = [sample(10.0, 1.0, 40.0), sample(30.0, 2.0, 20.0)];
+    let relay = [sample(20.0, 2.0, 20.0), sample(30.0, 4.0, 20.0)];
+    let r = ratio("router/relay".into(), &router, &relay);
+    assert_eq!((r.rate.min, r.rate.max), (0.5, 1.0));
+    assert_eq!(r.rate.median, 0.75);
+    assert_eq!(r.bulk.median, 0.5);
+    assert_eq!((r.p99.min, r.p99.max), (1.0, 2.0));
+}
+
+#[test]
+fn medians_skip_missing_cpu_times() {
+    let mut a = sample(1.0, 1.0, 1.0);
+    a.cpu_us_per_put_ack = Some(3.0);
+    let b = sample(3.0, 1.0, 1.0);
+    let m = median_sample(&[a, b]);
+    assert_eq!(m.rate_per_s, 2.0);
+    assert_eq!(m.cpu_us_per_put_ack, Some(3.0));
+    assert_eq!(median_sample(&[b]).cpu_us_per_put_ack, None);
+}
+
+#[test]
+fn the_router_config_names_both_nis_and_routes() {
+    let y = router_yaml(
+        "127.0.58.2@tcp".parse().unwrap(),
+        "127.0.59.2@tcp1".parse().unwrap(),
+        25800,
+    );
+    assert!(y.contains("nid: 127.0.58.2@tcp\n"));
+    assert!(y.contains("nid: 127.0.59.2@tcp1\n"));
+    assert!(y.contains("enable: 1"));
+    assert!(y.contains("acceptor_port: 25800"));
+}
+
+#[test]
+fn cpu_times_come_from_fields_14_and_15() {
+    let stat = "4242 (lnet router) S 1 4242 4242 0 -1 4194560 100 0 0 0 700 35 0 0 20 0 9 0";
+    assert_eq!(child::stat_cpu_ticks(stat), Some(735));
+    assert_eq!(child::stat_cpu_ticks("garbage"), None);
+    let own = std::fs::read_to_string("/proc/self/stat").unwrap();
+    assert!(child::stat_cpu_ticks(&own).is_some());
+}
+
+fn short() -> Timing {
+    Timing {
+        warmup: Duration::from_millis(50),
+        measure: Duration::from_millis(200),
+        drain: Duration::from_secs(10),
+    }
+}
+
+/// Every PUT the source sent was received by the sink and ACKed back: the phase ends
+/// with nothing in flight, and the sink saw exactly the PUTs the source counted.
+fn check_path(source: &mut Source, sink: Sink) {
+    let rate = source.run(Load::Rate { window: 32 }, short()).unwrap();
+    assert!(rate.counted > 0 && rate.total >= rate.counted, "{rate:?}");
+    let bulk = source.run(Load::Bulk { window: 4 }, short()).unwrap();
+    assert!(bulk.total > 0, "{bulk:?}");
+    let lat = source.run(Load::Latency, short()).unwrap();
+    assert!(!lat.rtts_ns.is_empty());
+    assert!(lat.rtts_ns.windows(2).all(|w| w[0] <= w[1]));
+    let totals = sink.stop().unwrap();
+    assert_eq!(totals.puts, rate.total + bulk.total + lat.total);
+    assert_eq!(totals.unexpected, 0);
+}
+
+#[test]
+fn a_source_and_a_sink_complete_put_acks_directly() {
+    let (src, dst) = (
+        pid_at(56, 11, "tcp").unwrap(),
+        pid_at(56, 12, "tcp").unwrap(),
+    );
+    let sink = Sink::start(dst, src, 25870).unwrap();
+    let mut source =
+        Source::connect(src, 25870, dst, addr(56, 12, 25870), dst, 8, 64 << 10).unwrap();
+    check_path(&mut source, sink);
+}
+
+#[test]
+fn the_relay_carries_the_handshake_and_frames_both_ways() {
+    let (src, dst) = (
+        pid_at(57, 11, "tcp").unwrap(),
+        pid_at(57, 12, "tcp").unwrap(),
+    );
+    let sink = Sink::start(dst, src, 25880).unwrap();
+    for mode in [RelayMode::Splice, RelayMode::Copy] {
+        let listen = if mode == RelayMode::Splice {
+            25881
+        } else {
+            25882
+        };
+        let args = relay::RelayArgs {
+            pairs: vec![format!("{}={}", addr(57, 12, listen), addr(57, 12, 25880))],
+            mode,
+            lifetime: 20,
+        };
+        std::thread::spawn(move || relay::run(args));
+        let mut source = Source::connect(
+            src,
+            listen + 10,
+            dst,
+            addr(57, 12, listen),
+            dst,
+            8,
+            64 << 10,
+        )
+        .unwrap();
+        let rate = source.run(Load::Rate { window: 32 }, short()).unwrap();
+        assert!(rate.counted > 0, "{mode:?}: {rate:?}");
+        let bulk = source.run(Load::Bulk { window: 4 }, short()).unwrap();
+        assert!(bulk.counted > 0, "{mode:?}: {bulk:?}");
+    }
+    assert_eq!(sink.stop().unwrap().unexpected, 0);
+}
