@@ -445,22 +445,13 @@ impl<H: LndHandler> Lnd for FabricLnd<H> {
         if tx.peer == self.nid {
             return Err(SendError::SelfSend { peer: tx.peer });
         }
-        let expected = usize::try_from(tx.header.payload_length).unwrap_or(usize::MAX);
-        if tx.payload.len() != expected {
-            return Err(SendError::BadMessage {
-                peer: tx.peer,
-                reason: format!(
-                    "payload is {} bytes, the header says {}",
-                    tx.payload.len(),
-                    tx.header.payload_length
-                ),
-            });
-        }
-        let peer = tx.peer;
-        self.tx.send(tx).await.map_err(|_| SendError::BadMessage {
-            peer,
-            reason: "the NI's send task is gone".into(),
-        })
+        SendError::check_payload_length(&tx)?;
+        // The NI's send task ends only when the NI stops.
+        let ni = self.nid;
+        self.tx
+            .send(tx)
+            .await
+            .map_err(|_| SendError::Stopped { ni })
     }
 
     async fn stop(self) {
@@ -633,7 +624,7 @@ mod tests {
         bad.payload = Bytes::from_static(b"ab");
         assert!(matches!(
             a.send(bad).await,
-            Err(SendError::BadMessage { .. })
+            Err(SendError::PayloadLength { .. })
         ));
         let (h, _) = recorder(false);
         assert_eq!(

@@ -195,14 +195,51 @@ pub enum SendError {
         /// The peer.
         peer: Nid,
     },
-    /// The payload is not as long as the header says, or the header cannot be sent.
-    #[error("bad message for {peer}: {reason}")]
-    BadMessage {
+    /// The payload is not as long as the header says.
+    #[error(
+        "bad message for {peer}: header says {header} bytes of payload, payload has {payload}"
+    )]
+    PayloadLength {
         /// The peer.
         peer: Nid,
-        /// What is wrong.
-        reason: String,
+        /// The header's `payload_length`.
+        header: u32,
+        /// The payload's length.
+        payload: usize,
     },
+    /// The payload is larger than this LND can carry in one message.
+    #[error("bad message for {peer}: payload of {len} bytes, at most {max}")]
+    PayloadTooLarge {
+        /// The peer.
+        peer: Nid,
+        /// The payload's length.
+        len: usize,
+        /// The largest this LND carries.
+        max: usize,
+    },
+    /// The header fails LNet's checks, or cannot be encoded.
+    #[error("bad message for {peer}: {source}")]
+    BadHeader {
+        /// The peer.
+        peer: Nid,
+        /// What is wrong with the header.
+        #[source]
+        source: lnet::HeaderError,
+    },
+}
+
+impl SendError {
+    /// [`SendError::PayloadLength`] unless the payload is as long as the header says.
+    pub fn check_payload_length(tx: &TxRequest) -> Result<(), SendError> {
+        if usize::try_from(tx.header.payload_length).ok() == Some(tx.payload.len()) {
+            return Ok(());
+        }
+        Err(SendError::PayloadLength {
+            peer: tx.peer,
+            header: tx.header.payload_length,
+            payload: tx.payload.len(),
+        })
+    }
 }
 
 /// One LNet network driver, running one NI.

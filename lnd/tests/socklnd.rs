@@ -452,13 +452,13 @@ async fn send_refuses_what_it_cannot_carry() {
         a.lnd
             .send(tx(peer, put(an, peer, b"abc", false), b"ab"))
             .await,
-        Err(lnd::SendError::BadMessage { .. })
+        Err(lnd::SendError::PayloadLength { .. })
     ));
     let mut get_with_payload = get(an, peer, 10);
     get_with_payload.payload_length = 2;
     assert!(matches!(
         a.lnd.send(tx(peer, get_with_payload, b"ab")).await,
-        Err(lnd::SendError::BadMessage { .. })
+        Err(lnd::SendError::BadHeader { .. })
     ));
     a.lnd.stop().await;
 }

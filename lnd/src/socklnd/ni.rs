@@ -149,19 +149,13 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         if peer.addr_u32().is_none() {
             return Err(SendError::Unreachable { peer });
         }
-        let bad = |reason: String| SendError::BadMessage { peer, reason };
-        if usize::try_from(tx.header.payload_length).ok() != Some(tx.payload.len()) {
-            return Err(bad(format!(
-                "header says {} bytes of payload, payload has {}",
-                tx.header.payload_length,
-                tx.payload.len()
-            )));
-        }
-        tx.header.check_lnet().map_err(|e| bad(e.to_string()))?;
+        let bad = |source| SendError::BadHeader { peer, source };
+        SendError::check_payload_length(&tx)?;
+        tx.header.check_lnet().map_err(bad)?;
         let mut probe = Vec::new();
         tx.header
             .encode_into(HeaderForm::Nid4, &mut probe)
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(bad)?;
         if self.shared.peers.lock().map_or(true, |p| p.stopped) {
             return Err(SendError::Stopped { ni });
         }

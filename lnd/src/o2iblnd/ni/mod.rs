@@ -304,10 +304,6 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
         let ni = self.nid;
-        let bad = |reason: String| SendError::BadMessage {
-            peer: tx.peer,
-            reason,
-        };
         if tx.peer.net != ni.net {
             return Err(SendError::WrongNet { peer: tx.peer, ni });
         }
@@ -317,16 +313,19 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
         if tx.peer.addr_u32().is_none() {
             return Err(SendError::Unreachable { peer: tx.peer });
         }
-        if usize::try_from(tx.header.payload_length).ok() != Some(tx.payload.len()) {
-            return Err(bad(format!(
-                "payload of {} bytes, header says {}",
-                tx.payload.len(),
-                tx.header.payload_length
-            )));
-        }
-        tx.header.check_lnet().map_err(|e| bad(e.to_string()))?;
+        SendError::check_payload_length(&tx)?;
+        tx.header
+            .check_lnet()
+            .map_err(|source| SendError::BadHeader {
+                peer: tx.peer,
+                source,
+            })?;
         if tx.payload.len() > BULK_BUFFER_BYTES {
-            return Err(bad(format!("payload of {} bytes", tx.payload.len())));
+            return Err(SendError::PayloadTooLarge {
+                peer: tx.peer,
+                len: tx.payload.len(),
+                max: BULK_BUFFER_BYTES,
+            });
         }
         self.cmd
             .send(Cmd::Send(tx))
