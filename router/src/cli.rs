@@ -373,9 +373,28 @@ fn pool_of(v: &serde_json::Value) -> BufferPool {
     }
 }
 
+/// `net set --health` and `peer set --health`: the health value of NI or peer NI `path`
+/// set through the API; prints nothing (the answer with `--json`).
+async fn set_health(
+    c: &Connect,
+    object: &'static str,
+    path: &str,
+    health: u64,
+) -> Result<String, CtlError> {
+    let cl = Client::new(c, "set", object)?;
+    let v = cl
+        .post(path, serde_json::json!({ "value": health }))
+        .await?;
+    Ok(if c.json { json(&v) } else { String::new() })
+}
+
+/// A document as `--json` prints it.
+fn json(v: &serde_json::Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
+}
+
 /// Runs one command; its output (YAML, or JSON with `--json`).
 pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
-    let json = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default() + "\n";
     match cmd {
         Ctl::Net {
             what: NetCmd::Show { verbose },
@@ -390,16 +409,7 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
         }
         Ctl::Net {
             what: NetCmd::Set { nid, health },
-        } => {
-            let cl = Client::new(c, "set", "net")?;
-            let v = cl
-                .post(
-                    &format!("/api/v1/nis/{nid}/health"),
-                    serde_json::json!({ "value": health }),
-                )
-                .await?;
-            Ok(if c.json { json(&v) } else { String::new() })
-        }
+        } => set_health(c, "net", &format!("/api/v1/nis/{nid}/health"), *health).await,
         Ctl::Peer {
             what: PeerCmd::Show { verbose },
         } => {
@@ -414,14 +424,13 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
         Ctl::Peer {
             what: PeerCmd::Set { nid, health },
         } => {
-            let cl = Client::new(c, "set", "peer_ni")?;
-            let v = cl
-                .post(
-                    &format!("/api/v1/peer-nis/{nid}/health"),
-                    serde_json::json!({ "value": health }),
-                )
-                .await?;
-            Ok(if c.json { json(&v) } else { String::new() })
+            set_health(
+                c,
+                "peer_ni",
+                &format!("/api/v1/peer-nis/{nid}/health"),
+                *health,
+            )
+            .await
         }
         Ctl::Route {
             what: RouteCmd::Show { verbose },
@@ -580,7 +589,7 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
 /// `ping` / `discover` as lnetctl prints them ([`PingShow`]).
 fn ping_yaml(cl: &Client, as_json: bool, v: &serde_json::Value) -> Result<String, CtlError> {
     if as_json {
-        return Ok(serde_json::to_string_pretty(v).unwrap_or_default() + "\n");
+        return Ok(json(v));
     }
     if !at(v, "/ok").as_bool().unwrap_or(false) {
         return Err(cl.err(
