@@ -34,6 +34,7 @@ pub mod node;
 pub mod recovery;
 pub mod router;
 pub mod show;
+mod tx_credits;
 
 pub use clock::Clock;
 pub use driver::{Driver, NiDriver};

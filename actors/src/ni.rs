@@ -6,7 +6,7 @@
 //! Each actor also publishes a snapshot of its state on a `tokio::sync::watch` channel,
 //! which the LNet actor reads without a round trip when it selects a path.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use crate::events::{Event, EventBus, NiKind};
 use crate::fault::FaultRules;
 use crate::mailbox::NI_MAILBOX;
 use crate::recovery::{Heard, Queue, RecoveryActor};
+use crate::tx_credits::TxCredits;
 use crate::Driver;
 
 /// Counters of one NI or peer NI.
@@ -237,10 +238,7 @@ pub struct LocalNiActor {
     core: HealthCore,
     state: NiState,
     driver: Arc<dyn Driver>,
-    credits: i32,
-    max_credits: u32,
-    min_credits: i32,
-    queue: VecDeque<TxRequest>,
+    credits: TxCredits<TxRequest>,
     completions: mpsc::Sender<TxCompletion>,
     view: watch::Sender<LocalNiView>,
     faults: FaultRules,
@@ -265,14 +263,14 @@ impl LocalNiActor {
         faults: FaultRules,
     ) -> (LocalNiActor, watch::Receiver<LocalNiView>) {
         let nid = driver.nid();
-        let max = i32::try_from(credits).unwrap_or(i32::MAX);
+        let credits = TxCredits::new(credits);
         let first = LocalNiView {
             nid,
             health: HealthValue::MAX,
             state: NiState::Up,
-            tx_credits: max,
-            max_tx_credits: credits,
-            min_tx_credits: max,
+            tx_credits: credits.now(),
+            max_tx_credits: credits.max(),
+            min_tx_credits: credits.min(),
             stats: NiStats::default(),
         };
         let (view, rx) = watch::channel(first);
@@ -289,10 +287,7 @@ impl LocalNiActor {
                 },
                 state: NiState::Up,
                 driver,
-                credits: max,
-                max_credits: credits,
-                min_credits: max,
-                queue: VecDeque::new(),
+                credits,
                 completions,
                 view,
                 faults,
@@ -306,9 +301,9 @@ impl LocalNiActor {
             nid: self.core.nid,
             health: self.core.health,
             state: self.state,
-            tx_credits: self.credits,
-            max_tx_credits: self.max_credits,
-            min_tx_credits: self.min_credits,
+            tx_credits: self.credits.now(),
+            max_tx_credits: self.credits.max(),
+            min_tx_credits: self.credits.min(),
             stats: self.core.stats.clone(),
         };
         self.view.send_replace(view);
@@ -386,12 +381,8 @@ impl Handler<Transmit> for LocalNiActor {
     type Result = ();
 
     fn handle(&mut self, Transmit(tx): Transmit, _ctx: &mut Context<Self>) {
-        self.credits = self.credits.saturating_sub(1);
-        self.min_credits = self.min_credits.min(self.credits);
-        if self.credits >= 0 {
+        if let Some(tx) = self.credits.take(tx) {
             self.start_send(tx);
-        } else {
-            self.queue.push_back(tx);
         }
         self.publish();
     }
@@ -404,8 +395,7 @@ impl Handler<Apply> for LocalNiActor {
         let (before, after) = self.core.apply(&a, None);
         self.status_after(before, after);
         if a.send_done {
-            self.credits = self.credits.saturating_add(1);
-            if let Some(next) = self.queue.pop_front() {
+            if let Some(next) = self.credits.give_back() {
                 self.start_send(next);
             }
         }
@@ -437,10 +427,7 @@ impl Handler<SetHealth> for LocalNiActor {
 /// One peer NI.
 pub struct PeerNiActor {
     core: HealthCore,
-    queue: VecDeque<(TxRequest, Addr<LocalNiActor>)>,
-    credits: i32,
-    max_credits: u32,
-    min_credits: i32,
+    credits: TxCredits<(TxRequest, Addr<LocalNiActor>)>,
     last_alive: Option<Millis>,
     view: watch::Sender<PeerNiView>,
 }
@@ -449,7 +436,7 @@ impl std::fmt::Debug for PeerNiActor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PeerNiActor")
             .field("nid", &self.core.nid)
-            .field("credits", &self.credits)
+            .field("credits", &self.credits.now())
             .finish()
     }
 }
@@ -471,13 +458,13 @@ impl PeerNiActor {
         events: EventBus,
         recovery: Addr<RecoveryActor>,
     ) -> (PeerNiActor, watch::Receiver<PeerNiView>) {
-        let max = i32::try_from(credits).unwrap_or(i32::MAX);
+        let credits = TxCredits::new(credits);
         let (view, rx) = watch::channel(PeerNiView {
             nid,
             health: HealthValue::MAX,
-            tx_credits: max,
-            max_tx_credits: credits,
-            min_tx_credits: max,
+            tx_credits: credits.now(),
+            max_tx_credits: credits.max(),
+            min_tx_credits: credits.min(),
             last_alive: None,
             stats: NiStats::default(),
         });
@@ -492,10 +479,7 @@ impl PeerNiActor {
                     events,
                     recovery,
                 },
-                queue: VecDeque::new(),
-                credits: max,
-                max_credits: credits,
-                min_credits: max,
+                credits,
                 last_alive: None,
                 view,
             },
@@ -507,9 +491,9 @@ impl PeerNiActor {
         self.view.send_replace(PeerNiView {
             nid: self.core.nid,
             health: self.core.health,
-            tx_credits: self.credits,
-            max_tx_credits: self.max_credits,
-            min_tx_credits: self.min_credits,
+            tx_credits: self.credits.now(),
+            max_tx_credits: self.credits.max(),
+            min_tx_credits: self.credits.min(),
             last_alive: self.last_alive,
             stats: self.core.stats.clone(),
         });
@@ -530,12 +514,8 @@ impl Handler<PeerTransmit> for PeerNiActor {
     fn handle(&mut self, m: PeerTransmit, _ctx: &mut Context<Self>) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
         self.core.stats.sent.bump(m.tx.header.msg_type());
-        self.credits = self.credits.saturating_sub(1);
-        self.min_credits = self.min_credits.min(self.credits);
-        if self.credits >= 0 {
-            tell(&m.via, Transmit(m.tx));
-        } else {
-            self.queue.push_back((m.tx, m.via));
+        if let Some((tx, via)) = self.credits.take((m.tx, m.via)) {
+            tell(&via, Transmit(tx));
         }
         self.publish();
     }
@@ -551,8 +531,7 @@ impl Handler<Apply> for PeerNiActor {
         let last_alive = self.last_alive;
         self.core.apply(&a, last_alive);
         if a.send_done {
-            self.credits = self.credits.saturating_add(1);
-            if let Some((tx, via)) = self.queue.pop_front() {
+            if let Some((tx, via)) = self.credits.give_back() {
                 tell(&via, Transmit(tx));
             }
         }
