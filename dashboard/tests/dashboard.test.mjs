@@ -263,8 +263,17 @@ try {
     20000,
   ).catch(() => null);
   check(`the health of ${target} falls on its chart, live`, fell != null, fell != null ? `a new fall drawn ${Date.now() - t0} ms after the fault` : "");
-  const headValue = await page.getAttribute(`[data-health-card="${target}"] [data-health-of="${target}"]`, "data-health");
-  check(`the chart's heading shows the fallen health of ${target}`, Number(headValue) < 1000, `${headValue}`);
+  // The heading shows the NI's health from the node's last `net show`, which the page
+  // refreshes on its own period (the chart follows the event stream): wait for it.
+  const headValue = await until(
+    `the heading of ${target} to show the fall`,
+    async () => {
+      const v = await page.getAttribute(`[data-health-card="${target}"] [data-health-of="${target}"]`, "data-health");
+      return v !== null && v !== "" && Number(v) < 1000 ? v : null;
+    },
+    15000,
+  ).catch(() => null);
+  check(`the chart's heading shows the fallen health of ${target}`, headValue != null, `${headValue}`);
   await traffic;
   await sleep(1500);
   await shot("health");
