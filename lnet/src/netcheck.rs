@@ -9,14 +9,40 @@
 //!   GET on portal 0 from another node) arrived on it for `alive_router_check_interval +
 //!   router_ping_timeout` (110 s by default), UP as soon as one arrives.
 //! * [`NetCheckMode::Active`] is faster: anything received on the net counts as a sign of
-//!   life; when nothing came for `probe_interval`, the router pings a known peer NI on
-//!   that net (the caller does, when [`NetLiveness::tick`] says so); the net is DOWN once
-//!   nothing came for `down_after`, UP as soon as anything arrives.
+//!   life, and a quiet net is probed (the caller pings the peer NI [`NetLiveness::tick`]
+//!   names). UP as soon as anything arrives.
 //! * [`NetCheckMode::Off`]: nets are always UP (as when routing is off).
 //!
-//! A net with no known peer NI cannot be probed; in active mode it stays as it is.
+//! The active rule, with `P` the probe interval and `D` the DOWN time:
+//!
+//! * Probes are per net, never per peer: at most one is in flight, and one not answered
+//!   within `P` is lost. Anything that arrives while a probe is in flight answers it.
+//! * A net is probed once it has been silent for its current interval: `P` at first,
+//!   doubled by each answered probe up to [`MAX_PROBE_BACKOFF`] doublings (16 `P`), and
+//!   back to `P` whenever something arrives with no probe in flight (the net carries
+//!   traffic) or the net comes UP. A busy net is never probed; a quiet net that answers
+//!   costs one probe per 16 `P` (8 s by default).
+//! * Once a probe is lost the next goes out at once; the net is DOWN once its first
+//!   unanswered probe has waited `D - P` and the probes to two different peer NIs were
+//!   lost in a row (one, when the net has one peer NI). Probes stay on the peer NI that
+//!   answered last and move to the next one (in the caller's order) only when one is lost,
+//!   so one dead peer NI cannot make a net DOWN while another answers.
+//! * A net without a known peer NI cannot be probed, and having nobody to hear from is
+//!   no sign of a dead net: its status does not change, and its silence only counts from
+//!   its first probe.
+//!
+//! So a net that carried traffic until it fell silent is probed after `P` (500 ms) and
+//! DOWN after `D` (1.5 s), as long as it stays silent; a net that was quiet (only probes
+//! answered) is found within 16 `P` + `D` - `P`.
 
 use crate::time::Millis;
+
+/// The most doublings of the probe interval of a quiet net that answers its probes.
+pub const MAX_PROBE_BACKOFF: u32 = 4;
+
+/// How many peer NIs must have lost a probe in a row before a net is DOWN (at most the
+/// number it has).
+const LOST_PEERS_FOR_DOWN: usize = 2;
 
 /// How a router decides its nets are reachable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,11 +54,14 @@ pub enum NetCheckMode {
         /// `alive_router_check_interval + router_ping_timeout` (110 s by default).
         down_after: Millis,
     },
-    /// Probe a silent net and mark it DOWN after `down_after` without anything received.
+    /// Probe a quiet net and mark it DOWN when its probes go unanswered (the rule is in
+    /// the module documentation).
     Active {
-        /// How long a net may be silent before it is probed (and between probes).
+        /// How long a net may be silent before its first probe (before backing off), and
+        /// how long a probe waits for its answer.
         probe_interval: Millis,
-        /// How long a net may be silent before it is DOWN.
+        /// How long a net may stay silent, counted from one probe interval before its
+        /// first probe, before it is DOWN.
         down_after: Millis,
     },
 }
@@ -73,16 +102,27 @@ pub enum NetChange {
 pub struct Tick {
     /// The net's status changed to DOWN.
     pub down: bool,
-    /// Ping a peer NI on the net now.
-    pub probe: bool,
+    /// Ping a peer NI on the net now: its position (modulo their number) in the caller's
+    /// fixed order of the net's peer NIs.
+    pub probe: Option<usize>,
 }
 
 /// The liveness of one local net.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetLiveness {
     last_heard: Millis,
-    last_probe: Option<Millis>,
     down: bool,
+    /// Doublings of the probe interval: answered probes since the net last carried
+    /// traffic.
+    backoff: u32,
+    /// When the probe in flight was sent.
+    in_flight: Option<Millis>,
+    /// When the first probe of the current silence was sent.
+    first_probe: Option<Millis>,
+    /// Probes of the current silence lost in a row, each to another peer NI.
+    lost: usize,
+    /// The peer NI probed next.
+    next_peer: usize,
 }
 
 impl NetLiveness {
@@ -90,8 +130,12 @@ impl NetLiveness {
     pub const fn new(now: Millis) -> NetLiveness {
         NetLiveness {
             last_heard: now,
-            last_probe: None,
             down: false,
+            backoff: 0,
+            in_flight: None,
+            first_probe: None,
+            lost: 0,
+            next_peer: 0,
         }
     }
 
@@ -105,6 +149,16 @@ impl NetLiveness {
         self.last_heard
     }
 
+    /// How long the net may be silent now before it is probed (active mode).
+    pub fn probe_interval(&self, mode: NetCheckMode) -> Millis {
+        match mode {
+            NetCheckMode::Active { probe_interval, .. } => {
+                Millis(probe_interval.0.saturating_mul(1 << self.backoff))
+            }
+            NetCheckMode::Passive { .. } | NetCheckMode::Off => Millis::ZERO,
+        }
+    }
+
     /// Something arrived on the net at `now`.
     pub fn heard(&mut self, now: Millis, what: Heard, mode: NetCheckMode) -> Option<NetChange> {
         let counts = match mode {
@@ -116,6 +170,13 @@ impl NetLiveness {
             return None;
         }
         self.last_heard = self.last_heard.max(now);
+        self.backoff = if self.in_flight.take().is_some() && !self.down {
+            (self.backoff + 1).min(MAX_PROBE_BACKOFF)
+        } else {
+            0
+        };
+        self.first_probe = None;
+        self.lost = 0;
         if self.down {
             self.down = false;
             return Some(NetChange::Up);
@@ -123,19 +184,16 @@ impl NetLiveness {
         None
     }
 
-    /// Time passed: whether the net is now DOWN, and whether to probe it. `can_probe`:
-    /// the caller knows a peer NI on the net.
-    pub fn tick(&mut self, now: Millis, mode: NetCheckMode, can_probe: bool) -> Tick {
-        let silent = now.saturating_sub(self.last_heard);
+    /// Time passed: whether the net is now DOWN, and whether to probe it. `peers`: how
+    /// many peer NIs the caller knows on the net.
+    pub fn tick(&mut self, now: Millis, mode: NetCheckMode, peers: usize) -> Tick {
         let mut out = Tick::default();
         match mode {
             NetCheckMode::Off => {
-                if self.down {
-                    self.down = false;
-                }
+                self.down = false;
             }
             NetCheckMode::Passive { down_after } => {
-                if !self.down && silent >= down_after {
+                if !self.down && now.saturating_sub(self.last_heard) >= down_after {
                     self.down = true;
                     out.down = true;
                 }
@@ -144,17 +202,31 @@ impl NetLiveness {
                 probe_interval,
                 down_after,
             } => {
-                if !can_probe {
+                if peers == 0 {
+                    self.forget_probes();
                     return out;
                 }
-                if !self.down && silent >= down_after && self.last_probe.is_some() {
+                if let Some(sent) = self.in_flight {
+                    if now.saturating_sub(sent) >= probe_interval {
+                        self.in_flight = None;
+                        self.lost += 1;
+                        self.next_peer = self.next_peer.wrapping_add(1);
+                    }
+                }
+                let waited = self.first_probe.map(|f| now.saturating_sub(f));
+                if !self.down
+                    && waited.is_some_and(|w| w >= down_after.saturating_sub(probe_interval))
+                    && self.lost >= peers.min(LOST_PEERS_FOR_DOWN)
+                {
                     self.down = true;
                     out.down = true;
                 }
-                let since_probe = self.last_probe.map(|p| now.saturating_sub(p));
-                if silent >= probe_interval && since_probe.is_none_or(|s| s >= probe_interval) {
-                    self.last_probe = Some(now);
-                    out.probe = true;
+                let due = self.first_probe.is_some()
+                    || now.saturating_sub(self.last_heard) >= self.probe_interval(mode);
+                if self.in_flight.is_none() && due {
+                    self.in_flight = Some(now);
+                    self.first_probe.get_or_insert(now);
+                    out.probe = Some(self.next_peer % peers);
                 }
             }
         }
@@ -165,76 +237,17 @@ impl NetLiveness {
     /// on), keeping the status.
     pub fn restart(&mut self, now: Millis) {
         self.last_heard = now;
-        self.last_probe = None;
+        self.backoff = 0;
+        self.forget_probes();
+    }
+
+    /// Drops the probes of the current silence.
+    fn forget_probes(&mut self) {
+        self.in_flight = None;
+        self.first_probe = None;
+        self.lost = 0;
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ACTIVE: NetCheckMode = NetCheckMode::Active {
-        probe_interval: Millis(500),
-        down_after: Millis(1500),
-    };
-
-    #[test]
-    fn passive_rule_needs_pings_and_takes_110_s() {
-        let mode = NetCheckMode::KERNEL;
-        let mut n = NetLiveness::new(Millis(0));
-        assert_eq!(n.heard(Millis(50_000), Heard::Other, mode), None);
-        assert_eq!(n.tick(Millis(109_999), mode, true), Tick::default());
-        let t = n.tick(Millis(110_000), mode, true);
-        assert!(t.down && !t.probe);
-        assert!(n.is_down());
-        assert_eq!(n.heard(Millis(111_000), Heard::Other, mode), None);
-        assert_eq!(
-            n.heard(Millis(112_000), Heard::Ping, mode),
-            Some(NetChange::Up)
-        );
-    }
-
-    #[test]
-    fn active_rule_probes_a_silent_net_then_marks_it_down_and_up() {
-        let mut n = NetLiveness::new(Millis(0));
-        // Traffic keeps it quiet: no probe.
-        for t in (100..=1000).step_by(100) {
-            n.heard(Millis(t), Heard::Other, ACTIVE);
-            assert_eq!(n.tick(Millis(t), ACTIVE, true), Tick::default());
-        }
-        // Silent since 1000: probes every 500 ms, DOWN at 2500.
-        assert_eq!(n.tick(Millis(1400), ACTIVE, true), Tick::default());
-        assert!(n.tick(Millis(1500), ACTIVE, true).probe);
-        assert!(!n.tick(Millis(1700), ACTIVE, true).probe);
-        assert!(n.tick(Millis(2000), ACTIVE, true).probe);
-        let t = n.tick(Millis(2500), ACTIVE, true);
-        assert!(t.down && t.probe);
-        // Still down, still probing, no second DOWN.
-        let t = n.tick(Millis(3000), ACTIVE, true);
-        assert!(!t.down && t.probe);
-        assert_eq!(
-            n.heard(Millis(3100), Heard::Other, ACTIVE),
-            Some(NetChange::Up)
-        );
-        assert!(!n.is_down());
-    }
-
-    #[test]
-    fn a_net_without_known_peers_is_never_marked_down_actively() {
-        let mut n = NetLiveness::new(Millis(0));
-        assert_eq!(n.tick(Millis(60_000), ACTIVE, false), Tick::default());
-        assert!(!n.is_down());
-        // Once a peer is known it is probed before it can go DOWN.
-        let t = n.tick(Millis(60_100), ACTIVE, true);
-        assert!(t.probe && !t.down);
-        assert!(n.tick(Millis(60_600), ACTIVE, true).down);
-    }
-
-    #[test]
-    fn off_mode_brings_a_down_net_back() {
-        let mut n = NetLiveness::new(Millis(0));
-        assert!(n.tick(Millis(200_000), NetCheckMode::KERNEL, true).down);
-        n.tick(Millis(200_001), NetCheckMode::Off, true);
-        assert!(!n.is_down());
-    }
-}
+mod tests;

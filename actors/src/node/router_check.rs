@@ -97,11 +97,11 @@ impl LnetActor {
         let nets: Vec<Net> = self.routes.nets.keys().copied().collect();
         let mut changed = false;
         for net in nets {
-            let can_probe = self.peer_nis.keys().any(|p| p.net == net);
+            let peers = self.peer_nis.keys().filter(|p| p.net == net).count();
             let Some(l) = self.routes.nets.get_mut(&net) else {
                 continue;
             };
-            let tick = l.tick(now, mode, can_probe);
+            let tick = l.tick(now, mode, peers);
             let silent = now.saturating_sub(l.last_heard());
             if tick.down {
                 changed = true;
@@ -114,8 +114,8 @@ impl LnetActor {
                     },
                 });
             }
-            if tick.probe {
-                self.probe_net(net, ctx);
+            if let Some(peer) = tick.probe {
+                self.probe_net(net, peer, ctx);
             }
         }
         if changed {
@@ -123,8 +123,9 @@ impl LnetActor {
         }
     }
 
-    /// Pings a known peer NI on silent net `net` (round robin), from an NI on that net.
-    pub(super) fn probe_net(&mut self, net: Net, ctx: &mut Context<Self>) {
+    /// Pings the `index`th (in NID order, modulo their number) known peer NI on quiet net
+    /// `net`, from an NI on that net, waiting one probe interval for the answer.
+    pub(super) fn probe_net(&mut self, net: Net, index: usize, ctx: &mut Context<Self>) {
         let mut peers: Vec<Nid> = self
             .peer_nis
             .keys()
@@ -135,15 +136,15 @@ impl LnetActor {
         let Some(ni) = self.nis.keys().find(|n| n.net == net).copied() else {
             return;
         };
-        if peers.is_empty() {
-            return;
-        }
-        self.routes.probe_rr = self.routes.probe_rr.wrapping_add(1);
-        let Some(peer) = peers.get(self.routes.probe_rr % peers.len()).copied() else {
+        let Some(peer) = index
+            .checked_rem(peers.len())
+            .and_then(|i| peers.get(i))
+            .copied()
+        else {
             return;
         };
         let timeout = match self.routes.net_check {
-            NetCheckMode::Active { down_after, .. } => down_after,
+            NetCheckMode::Active { probe_interval, .. } => probe_interval,
             _ => Millis::from_secs(1),
         };
         let req = StartTxn {
@@ -177,29 +178,33 @@ impl LnetActor {
             return;
         };
         g.last_check = Some(now);
+        let pushes = g.pushes;
         match self.start_txn(req, None, ctx) {
             Ok(txn) => {
                 if let Some(g) = self.routes.gateways.get_mut(&gw) {
                     g.checking = true;
                 }
-                ctx.spawn(
-                    txn.finish()
-                        .into_actor(self)
-                        .map(move |events, act, ctx| act.gateway_checked(gw, events, ctx)),
-                );
+                ctx.spawn(txn.finish().into_actor(self).map(move |events, act, ctx| {
+                    act.gateway_checked(gw, pushes, events, ctx);
+                }));
             }
             Err(e) => tracing::debug!(%gw, %e, "gateway ping not sent"),
         }
     }
 
+    /// The ping of gateway `gw` ended with `events`; `pushes`: the gateway's pushes
+    /// received when it was sent.
     pub(super) fn gateway_checked(
         &mut self,
         gw: Nid,
+        pushes: u64,
         events: Vec<MsgEvent>,
         ctx: &mut Context<Self>,
     ) {
+        let mut pushed_since = false;
         if let Some(g) = self.routes.gateways.get_mut(&gw) {
             g.checking = false;
+            pushed_since = g.pushes != pushes;
         }
         let info = events
             .last()
@@ -211,8 +216,13 @@ impl LnetActor {
                 let push = info
                     .features
                     .contains(Features::MULTI_RAIL | Features::DISCOVERY);
-                self.learn(info.clone(), gw);
-                self.gateway_info(&info, gw, RouteCause::PingReply);
+                // A push that came while the ping was out is at least as new as the
+                // reply (the gateway may have built the reply before a change it pushed):
+                // the push's view stands.
+                if !pushed_since {
+                    self.learn(info.clone(), gw);
+                    self.gateway_info(&info, gw, RouteCause::PingReply);
+                }
                 if push {
                     self.push_to(gw, ctx);
                 }

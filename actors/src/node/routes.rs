@@ -31,6 +31,9 @@ pub(super) struct GatewayEntry {
     pub(super) checking: bool,
     pub(super) last_check: Option<Millis>,
     pub(super) seq: u64,
+    /// Pushes of the gateway's ping info received: a ping sent before the last one was
+    /// answered with older info.
+    pub(super) pushes: u64,
 }
 
 /// The routing state of a node.
@@ -41,7 +44,6 @@ pub(super) struct Routes {
     pub(super) link_down: HashSet<Nid>,
     pub(super) check: RouterCheck,
     pub(super) net_check: NetCheckMode,
-    pub(super) probe_rr: usize,
     pub(super) draining: bool,
 }
 
@@ -54,7 +56,6 @@ impl Routes {
             link_down: HashSet::new(),
             check,
             net_check,
-            probe_rr: 0,
             draining: false,
         }
     }
@@ -219,6 +220,9 @@ impl LnetActor {
             if nids.contains(gw) {
                 g.view.alive = GatewayAlive::Alive;
                 g.view.ping = Some(ping.clone());
+                if cause == RouteCause::Push {
+                    g.pushes = g.pushes.wrapping_add(1);
+                }
                 any = true;
             }
         }
@@ -290,6 +294,7 @@ impl Handler<AddRoute> for LnetActor {
             checking: false,
             last_check: None,
             seq: 0,
+            pushes: 0,
         });
         let state = route_status(&spec, &entry.view, &self.routes.check);
         self.routes.table.push(RouteEntry { spec, state });

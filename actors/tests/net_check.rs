@@ -1,0 +1,174 @@
+//! The active net check of a router over the in-process fabric with a paused clock: a net
+//! whose first peer NI appears late is not advertised DOWN while its probe is answered,
+//! probe traffic is bounded per net and backs off on a quiet net that answers, it stops
+//! while the net carries traffic, and a dead peer NI does not make a healthy net DOWN.
+//! Topology: routers on tcp and tcp1, peer B on tcp1 (its probes answered), NIDs on tcp1
+//! that no node holds (dead peer NIs).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod fabric_support;
+use fabric_support::{nid, Fab, BOUND};
+
+use std::time::Duration;
+
+use actors::events::Event;
+use actors::{Node, NodeConfig};
+use lnd::fabric::{Fabric, FabricConfig};
+use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};
+use lnet::tunables::{TunableName, Tunables};
+use lnet::Nid;
+use tokio::sync::broadcast;
+use tokio::time::timeout;
+
+const B: &str = "10.0.1.1@tcp1";
+
+async fn start(fabric: &Fabric, routing: bool, nids: &[&str]) -> Node {
+    let mut tunables = Tunables::default();
+    if routing {
+        tunables.set(TunableName::Routing, 1).unwrap();
+    }
+    let node = Node::start(NodeConfig {
+        tunables,
+        ..NodeConfig::default()
+    });
+    for n in nids {
+        node.add_ni::<Fab>(FabricConfig::new(fabric, nid(n)), 64)
+            .await
+            .unwrap();
+    }
+    node
+}
+
+/// A router with an NI on tcp (no peer there) and one on tcp1 (`far`).
+async fn router(fabric: &Fabric, near: &str, far: &str) -> Node {
+    start(fabric, true, &[near, far]).await
+}
+
+async fn probes(node: &Node) -> u64 {
+    node.counters()
+        .await
+        .unwrap()
+        .get("net_probes")
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The DOWN events of tcp1 that `rx` holds now.
+fn tcp1_downs(rx: &mut broadcast::Receiver<Event>) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Ok(e) = rx.try_recv() {
+        if let Event::NetStatus { net, up: false, .. } = &e {
+            if *net == nid(B).net {
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+async fn add_peers(router: &Node, nids: impl IntoIterator<Item = Nid>) {
+    for n in nids {
+        router.add_peer(n, vec![n], true).await.unwrap();
+    }
+}
+
+/// `count` NIDs on tcp1 that no node holds, sorting after B's.
+fn dead_peer_nis(count: u32) -> impl Iterator<Item = Nid> {
+    (0..count).map(|i| nid(&format!("10.0.{}.{}@tcp1", 2 + i / 200, 1 + i % 200)))
+}
+
+#[actix::test]
+async fn a_net_whose_first_peer_ni_appears_late_is_not_advertised_down_while_it_answers() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r = router(&fabric, "10.0.0.2@tcp", "10.0.1.2@tcp1").await;
+        let b = start(&fabric, false, &[B]).await;
+        // B answers 300 ms late (less than one probe interval).
+        b.add_fault_rule(
+            FaultRule::delay(NidMatch::Any, NidMatch::Any, FaultTrigger::All, 300)
+                .on(FaultPath::Receive),
+        )
+        .unwrap();
+        // tcp1 has no known peer NI for far longer than net_down_after_ms.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(probes(&r).await, 0);
+        let mut events = r.events().subscribe();
+        add_peers(&r, [nid(B)]).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(probes(&r).await >= 1, "tcp1 was probed");
+        let downs = tcp1_downs(&mut events);
+        assert!(downs.is_empty(), "a net that answers went DOWN: {downs:?}");
+        let info = r.ping_info().await.unwrap();
+        let far = info.statuses().find(|(n, _)| n.net == nid(B).net);
+        assert!(far.is_some_and(|(_, s)| s.is_up()), "{info:?}");
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn probes_are_bounded_per_net_back_off_while_answered_and_stop_while_the_net_is_heard() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let one = router(&fabric, "10.0.0.2@tcp", "10.0.1.2@tcp1").await;
+        let many = router(&fabric, "10.0.0.3@tcp", "10.0.1.3@tcp1").await;
+        let b = start(&fabric, false, &[B]).await;
+        add_peers(&one, [nid(B)]).await;
+        add_peers(&many, std::iter::once(nid(B)).chain(dead_peer_nis(999))).await;
+        let mut events = many.events().subscribe();
+        // A quiet minute: probes answered, ever less often (500 ms, 1, 2, 4, then 8 s).
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        let (p_one, p_many) = (probes(&one).await, probes(&many).await);
+        assert_eq!(p_one, p_many, "1,000 peer NIs cost what one does");
+        assert!(
+            (8..=12).contains(&p_one),
+            "{p_one} probes in 60 s, not ~100"
+        );
+        assert!(tcp1_downs(&mut events).is_empty());
+        // B talks to the routers every 200 ms: no probe while the net is heard.
+        let (near_one, near_many) = (nid("10.0.1.2@tcp1"), nid("10.0.1.3@tcp1"));
+        for _ in 0..100 {
+            b.ping(near_one, Duration::from_secs(1)).await.unwrap();
+            b.ping(near_many, Duration::from_secs(1)).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(probes(&one).await, p_one);
+        assert_eq!(probes(&many).await, p_many);
+        // Quiet again: probing starts over at 500 ms.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(probes(&one).await, p_one + 1);
+        assert!(tcp1_downs(&mut events).is_empty());
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn a_dead_probed_peer_ni_does_not_make_a_net_down_while_another_answers() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r = router(&fabric, "10.0.0.2@tcp", "10.0.1.2@tcp1").await;
+        let _b = start(&fabric, false, &[B]).await;
+        // The dead peer NI sorts first: it gets the first probe.
+        let dead = nid("10.0.1.0@tcp1");
+        let mut events = r.events().subscribe();
+        add_peers(&r, [dead, nid(B)]).await;
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        let downs = tcp1_downs(&mut events);
+        assert!(downs.is_empty(), "{downs:?}");
+        // The probes stayed on B once the dead peer NI lost one: ~20, not ~240.
+        let p = probes(&r).await;
+        assert!((10..=25).contains(&p), "{p}");
+    })
+    .await
+    .unwrap();
+}
