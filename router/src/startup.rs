@@ -7,8 +7,9 @@
 //!   state, when its content differs from the last file imported there (the SHA-256 of that
 //!   file is kept beside the store); otherwise the store's state is kept, so that a restart
 //!   with the same file does not undo changes made through the API. The node then runs
-//!   from the store. The file's `lnet-router:` section always applies (the store does not
-//!   keep it).
+//!   from the store. The file's `lnet-router:` section always applies, and is written to
+//!   the store whenever it differs from the one kept there, so that a later start from
+//!   the store alone listens and checks as this one does.
 //!
 //! A tokens file (`--tokens-file`, lines `NAME ROLE SECRET`, `#` comments) is imported
 //! into the store's API tokens: a token of the same name is replaced.
@@ -137,22 +138,25 @@ pub fn startup(
     let store = Store::open(&store_path).map_err(store_err(&store_path))?;
     let digest_path = dir.join(IMPORTED_DIGEST);
     let mut imported = false;
-    let router_section = file.as_ref().and_then(|(_, c, _)| c.router.clone());
     if let Some((_, parsed, text)) = &file {
         let digest = hex::encode(Sha256::digest(text.as_bytes()));
         let last = std::fs::read_to_string(&digest_path).unwrap_or_default();
         if last.trim() != digest {
-            let mut to_store: Config = parsed.clone();
-            to_store.router = None;
-            store.import(&to_store).map_err(store_err(&store_path))?;
+            let to_store: &Config = parsed;
+            store.import(to_store).map_err(store_err(&store_path))?;
             // Written after the import is durable: a crash in between imports the same
             // file again, which gives the same state.
             std::fs::write(&digest_path, format!("{digest}\n")).map_err(io_err(&digest_path))?;
             imported = true;
+        } else if store.router_section().map_err(store_err(&store_path))? != parsed.router {
+            // The same file as last time, into a store that does not hold its section
+            // (one written before the store kept it).
+            store
+                .set_router_section(parsed.router.as_ref())
+                .map_err(store_err(&store_path))?;
         }
     }
-    let mut running = store.export().map_err(store_err(&store_path))?;
-    running.router = router_section;
+    let running = store.export().map_err(store_err(&store_path))?;
     let label = store_path.display().to_string();
     let p = plan(&label, &running.to_yaml(), ifs)?;
     Ok(Startup {
@@ -240,11 +244,15 @@ mod tests {
             "the file's lnet-router section applies"
         );
         drop(s);
-        // Restart from the store alone: the same nets and routes.
+        // Restart from the store alone: the same nets, routes and lnet-router section.
         let s = startup(None, Some(&data), &NoIfs).unwrap();
         assert!(!s.imported);
         assert_eq!(s.plan.routes.len(), 1);
         assert_eq!(s.plan.nis[0].nid, "127.0.40.1@tcp".parse().unwrap());
+        assert_eq!(
+            s.plan.nis[0].peer_port, 7988,
+            "the stored lnet-router section applies"
+        );
         // A change made since (through the API) survives a restart with the same file.
         let store = s.store.unwrap();
         store
@@ -260,6 +268,49 @@ mod tests {
         let s = startup(Some(&file), Some(&data), &NoIfs).unwrap();
         assert!(s.imported);
         assert_eq!(s.plan.routes[0].net, "tcp8".parse().unwrap());
+    }
+
+    const FILE_EVERY_SETTING: &str =
+        "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 127.0.40.1@tcp\n\
+         lnet-router:\n    acceptor_address: 127.0.40.1\n    acceptor_port: 21988\n\
+         \x20   alive_router_check_interval: 30\n    router_ping_timeout: 7\n\
+         \x20   avoid_asym_router_failure: 0\n    check_routers_before_use: 1\n\
+         \x20   net_check: passive\n    net_probe_interval_ms: 4000\n\
+         \x20   net_down_after_ms: 9000\n";
+
+    #[test]
+    fn every_lnet_router_setting_comes_back_from_the_store_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let file = write(tmp.path(), "a.yaml", FILE_EVERY_SETTING);
+        let from_file = startup(Some(&file), Some(&data), &NoIfs).unwrap();
+        let section = from_file.store.as_ref().unwrap().router_section().unwrap();
+        let parsed = config::parse(FILE_EVERY_SETTING).unwrap();
+        assert_eq!(section, parsed.router);
+        let file_plan = format!("{:?}", from_file.plan);
+        drop(from_file);
+        let alone = startup(None, Some(&data), &NoIfs).unwrap();
+        assert_eq!(alone.plan.nis[0].peer_port, 21988);
+        // The whole plan (acceptor, router checker, net check) is the file's.
+        assert_eq!(format!("{:?}", alone.plan), file_plan);
+    }
+
+    #[test]
+    fn a_store_without_the_section_takes_it_from_the_same_file_given_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        let file = write(tmp.path(), "a.yaml", FILE_A);
+        drop(startup(Some(&file), Some(&data), &NoIfs).unwrap());
+        // As a store written before the section was kept.
+        let store = Store::open(data.join(STORE_DIR)).unwrap();
+        store.set_router_section(None).unwrap();
+        drop(store);
+        let s = startup(Some(&file), Some(&data), &NoIfs).unwrap();
+        assert!(!s.imported);
+        assert_eq!(s.plan.nis[0].peer_port, 7988);
+        drop(s);
+        let s = startup(None, Some(&data), &NoIfs).unwrap();
+        assert_eq!(s.plan.nis[0].peer_port, 7988);
     }
 
     #[test]

@@ -269,8 +269,21 @@ lnet-router:
         );
     }
     assert!(data.join("store").is_dir());
-    // From the store alone (no file) the same NI is planned (the acceptor port, kept only
-    // in the file, is then the default 988).
+    // From the store alone (no file): the same NI, on the acceptor port the file gave.
     let s = router::startup::startup(None, Some(&data), &router::plan::HostInterfaces).unwrap();
     assert_eq!(s.plan.nis[0].nid, router);
+    assert_eq!(s.plan.nis[0].peer_port, PORT);
+    drop(s);
+    let mut daemon = Daemon::start_args(&["run".as_ref(), "--data-dir".as_ref(), data.as_os_str()]);
+    tokio::time::timeout(WAIT, wait_listening(&mut daemon, listen))
+        .await
+        .expect("bounded: the daemon run from its store listens on the file's acceptor_port");
+    let reply = tokio::time::timeout(WAIT, node.ping(router, Duration::from_secs(10)))
+        .await
+        .expect("bounded")
+        .unwrap();
+    assert!(reply.nids().contains(&(router, true)));
+    sigterm(daemon.pid());
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
 }

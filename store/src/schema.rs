@@ -1,7 +1,8 @@
 //! The schema version and its migrations.
 //!
 //! The `meta` tree holds `magic` (the bytes [`MAGIC`], which mark a store of this
-//! program) and `schema_version` (the schema version, a big-endian `u32`). Opening a store:
+//! program), `schema_version` (the schema version, a big-endian `u32`), counters, and
+//! (from version 3) `lnet_router`, the daemon's `lnet-router:` section. Opening a store:
 //!
 //! - a new, empty database is stamped with the magic and [`SCHEMA_VERSION`];
 //! - a database without the magic, or with other bytes there, is refused
@@ -33,7 +34,7 @@ use crate::engine::{decode_value_with, TreeId, Trees, WriteSet};
 use crate::error::StoreError;
 
 /// The schema version this program writes and reads.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The bytes under the `magic` key of the `meta` tree that mark a store of this program.
 pub const MAGIC: &[u8] = b"lnet-router store";
@@ -50,8 +51,15 @@ const DEFAULT_TREE: &[u8] = b"__sled__default";
 pub(crate) type Step = fn(&Trees) -> Result<WriteSet, StoreError>;
 
 /// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`: 1 to 2 stores
-/// fault rules in the lnet form.
-pub(crate) const MIGRATIONS: [Step; 1] = [crate::fault::v1::migrate];
+/// fault rules in the lnet form; 2 to 3 adds the `lnet-router:` section (`lnet_router` in
+/// `meta`), which a version-2 store never held, so it writes nothing but the version.
+pub(crate) const MIGRATIONS: [Step; 2] = [crate::fault::v1::migrate, v2_to_v3];
+
+/// Version 2 to 3: the `lnet-router:` section is new; a version-2 store has none (its
+/// daemon took the section from the configuration file at every start).
+fn v2_to_v3(_: &Trees) -> Result<WriteSet, StoreError> {
+    Ok(WriteSet::new())
+}
 
 // One step per version after the first, no more, no fewer.
 const _: () = assert!(MIGRATIONS.len() as u32 + 1 == SCHEMA_VERSION);

@@ -110,8 +110,8 @@ fn drop_rule(ni: &str) -> FaultRule {
 #[test]
 fn open_creates_a_store_stamped_with_the_schema_version() {
     let (_dir, store) = fresh();
-    assert_eq!(store.schema_version().unwrap(), 2);
-    assert_eq!(schema::SCHEMA_VERSION, 2);
+    assert_eq!(store.schema_version().unwrap(), 3);
+    assert_eq!(schema::SCHEMA_VERSION, 3);
     assert_eq!(
         store
             .trees
@@ -175,14 +175,14 @@ fn open_refuses_a_newer_schema_naming_both_versions() {
             err,
             StoreError::NewerSchema {
                 found: 7,
-                supported: 2
+                supported: 3
             }
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("version 7") && text.contains("version 2"),
+        text.contains("version 7") && text.contains("version 3"),
         "{text}"
     );
 }

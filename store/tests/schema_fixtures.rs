@@ -9,6 +9,8 @@
 //! * `v2` was written once by schema 2 from the same contents, its fault rules stored as
 //!   lnet's rules under their ids, plus one rule only schema 2 can hold
 //!   ([`v2_only_rule`]: a probability trigger with a limit on how often it fires).
+//! * `v3` was written once by schema 3 from the `v2` contents plus the `lnet-router:`
+//!   section only schema 3 keeps ([`V3_ROUTER_SECTION`]: every setting given).
 //!
 //! Never regenerate a fixture with a later schema: each stands for stores already on disk.
 
@@ -90,6 +92,21 @@ udsp:
     - idx: 1
       dst: \"[1-3]@o2ib1\"
       rte: 192.168.1.[20-21]@tcp
+";
+
+/// The `lnet-router:` section the v3 fixture holds, as `export` prints it after
+/// [`CONFIG`].
+const V3_ROUTER_SECTION: &str = "\
+lnet-router:
+    acceptor_address: 192.168.1.10
+    acceptor_port: 21988
+    alive_router_check_interval: 30
+    router_ping_timeout: 10
+    avoid_asym_router_failure: 1
+    check_routers_before_use: 0
+    net_check: passive
+    net_probe_interval_ms: 5000
+    net_down_after_ms: 20000
 ";
 
 const ADMIN_SECRET: &str = "fixture-admin-secret-0001";
@@ -187,8 +204,8 @@ fn open_fixture(version: u32) -> (tempfile::TempDir, Store) {
     let store = Store::open(&copy).unwrap();
     assert_eq!(
         store.schema_version().unwrap(),
-        2,
-        "v{version}: at schema 2 once open"
+        3,
+        "v{version}: at schema 3 once open"
     );
     (tmp, store)
 }
@@ -234,10 +251,36 @@ fn schema_v2_fixture_opens_and_reads_back_exactly_its_contents() {
     );
 }
 
+#[test]
+fn schema_v3_fixture_opens_and_reads_back_exactly_its_contents() {
+    let (_tmp, store) = open_fixture(3);
+    let mut rules = fault_rules();
+    rules.push(v2_only_rule());
+    reads_back_contents(&store, &rules, &format!("{CONFIG}{V3_ROUTER_SECTION}"));
+    let section = store.router_section().unwrap().unwrap();
+    assert_eq!(section.acceptor_port, Some(21988));
+
+    assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
+}
+
+#[test]
+fn stores_of_schema_1_and_2_come_forward_without_an_lnet_router_section() {
+    for version in [1, 2] {
+        let (_tmp, store) = open_fixture(version);
+        assert_eq!(store.router_section().unwrap(), None, "v{version}");
+        assert!(store.export().unwrap().router.is_none(), "v{version}");
+    }
+}
+
 /// The configuration, tokens, fault rules (`rules`, under ids 0, 1, ...) and events every
 /// fixture holds.
 fn reads_back_the_common_contents(store: &Store, rules: &[FaultRule]) {
-    assert_eq!(store.export().unwrap().to_yaml(), CONFIG);
+    reads_back_contents(store, rules, CONFIG);
+}
+
+/// [`reads_back_the_common_contents`], with `config` as what `export` prints.
+fn reads_back_contents(store: &Store, rules: &[FaultRule], config: &str) {
+    assert_eq!(store.export().unwrap().to_yaml(), config);
 
     assert_eq!(
         store.tokens().unwrap(),

@@ -14,12 +14,15 @@
 //!
 //! Tunables: the twelve settable keys of `global:`, `tiny_buffers`, `small_buffers` and
 //! `large_buffers` (`buffers:`) and `routing` (`routing: enable`, 0 to 3). `lnd_timeout`
-//! is derived by LNet and not stored, as `lnetctl import` ignores it; the `lnet-router:`
-//! section belongs to the daemon's own configuration file and is not stored either.
+//! is derived by LNet and not stored, as `lnetctl import` ignores it.
+//!
+//! The `lnet-router:` section (the daemon's own settings, schema 3) is kept beside them
+//! (`router`) and goes in and out with the document.
 
 mod net;
 mod peer;
 mod route;
+mod router;
 mod tunable;
 mod udsp;
 
@@ -53,7 +56,7 @@ fn check_unique<K: std::hash::Hash + Eq>(
 
 impl Store {
     /// Replaces the configured nets, peers, routes, tunables (`global:`, `buffers:`,
-    /// `routing:`) and UDSP rules with the document's, in one transaction: after a crash
+    /// `routing:`), UDSP rules and the `lnet-router:` section with the document's, in one transaction: after a crash
     /// the store holds either the old configuration or the new one.
     ///
     /// Refuses a document that names the same net, peer or route twice.
@@ -131,12 +134,13 @@ impl Store {
                 &UdspRecord::from_model(rule),
             )?;
         }
+        router::put_router(&mut set, config.router.as_ref())?;
         self.trees.commit(set)
     }
 
     /// The configured state as an `lnetctl export --backup` document: `net:`, `route:`,
-    /// `peer:`, `routing:`, `buffers:`, `global:` and `udsp:` (sections with nothing set
-    /// are absent). Importing it into an empty store and exporting again gives the same
+    /// `peer:`, `routing:`, `buffers:`, `global:` and `udsp:`, then `lnet-router:`
+    /// (sections with nothing set are absent). Importing it into an empty store and exporting again gives the same
     /// document.
     pub fn export(&self) -> Result<Config, StoreError> {
         let _guard = self.lock();
@@ -145,6 +149,7 @@ impl Store {
         let routes = self.read_routes()?;
         let udsp = self.read_udsp()?;
         let tunables = self.read_tunables()?;
+        let router = self.read_router()?;
         let mut global = Global::default();
         let mut any_global = false;
         let mut buffers = Buffers::default();
@@ -187,7 +192,7 @@ impl Store {
             buffers: any_buffers.then_some(buffers),
             global: any_global.then_some(global),
             udsp,
-            router: None,
+            router,
         })
     }
 }
