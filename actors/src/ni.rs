@@ -36,6 +36,8 @@ pub struct NiStats {
     pub recv_count: u64,
     /// Sends that completed with a failure.
     pub drop_count: u64,
+    /// Payload bytes of the messages handed to the LND (`send_length` of `stats show`).
+    pub send_length: u64,
     /// Failures by health status (the health statistics of `lnetctl net show -v 3`).
     pub health_stats: BTreeMap<HealthStatus, u64>,
     /// Messages handed to the LND, by type (`sent_stats`).
@@ -323,6 +325,11 @@ impl LocalNiActor {
     fn start_send(&mut self, tx: TxRequest) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
         self.core.stats.sent.bump(tx.header.msg_type());
+        self.core.stats.send_length = self
+            .core
+            .stats
+            .send_length
+            .saturating_add(u64::from(tx.header.payload_length));
         let driver = Arc::clone(&self.driver);
         let completions = self.completions.clone();
         let ni = self.core.nid;

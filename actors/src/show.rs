@@ -4,14 +4,21 @@
 //! credits and status of the local NIs and peer NIs, and the node-wide counters. `0@lo`
 //! comes first, as lnetctl shows it: up, health value 0, zero tunables, no LND tunables.
 //!
+//! A local NI's `status` is what this node advertises for it in its ping info: `down`
+//! while its link is down, its net is silent (the net check) or the node drains, as the
+//! kernel shows an NI it advertises down. `fatal_error` is 1 while its link is down;
+//! `ping_count` and `next_ping` (seconds of the node's clock) come from the recovery
+//! queues. In `stats show`, `msgs_alloc` is the messages in flight, `rst_alloc` the
+//! transactions waiting for their ACK or REPLY, `send_length` the payload bytes handed to
+//! the LNDs and `recv_length` those received for this node; `errors` is 0, as the kernel
+//! never counts one.
+//!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! the latency keys (0),
-//! `fatal_error`, `ping_count` and `next_ping` (0), `interfaces` (none), `udsp info` (-1,
+//! the latency keys (0), `interfaces` (none), `udsp info` (-1,
 //! no rule), `peer_timeout` (180), `peer_buffer_credits` (0), the socklnd `lnd tunables`
 //! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
 //! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI that never sent
-//! through this node (its tx credits), and in `stats show` `msgs_alloc`, `msgs_max`, `rst_alloc`, `errors`,
-//! `send_length` and `recv_length` (0).
+//! through this node (its tx credits), and in `stats show` `msgs_max` (0).
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
 //! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
@@ -25,7 +32,7 @@ use lnet::config::{
 };
 use lnet::health::check::NiState;
 use lnet::health::HealthStatus;
-use lnet::recovery::RecoveryKind;
+use lnet::recovery::{RecoveryEntry, RecoveryKind};
 use lnet::show::{
     NetShow, PeerShow, RecoveryShow, ShowNet, ShowNi, ShowPeer, ShowPeerNi, StatsShow, UdspInfo,
 };
@@ -99,13 +106,27 @@ fn lo_ni(n_cpts: usize) -> ShowNi {
     }
 }
 
-fn local_ni(v: &LocalNiView, udsp: &UdspPolicy, peer_credits: u32, n_cpts: usize) -> ShowNi {
+/// What the show of one local NI takes beyond its view.
+struct NiShowState<'a> {
+    udsp: &'a UdspPolicy,
+    peer_credits: u32,
+    n_cpts: usize,
+    /// Whether this node advertises the NI up in its ping info.
+    advertised_up: bool,
+    /// Whether its link is down.
+    link_down: bool,
+    /// Its entry on the local NI recovery queue.
+    recovery: Option<&'a RecoveryEntry<Nid>>,
+}
+
+fn local_ni(v: &LocalNiView, st: &NiShowState<'_>) -> ShowNi {
     let s = &v.stats;
+    let (udsp, peer_credits, n_cpts) = (st.udsp, st.peer_credits, st.n_cpts);
     ShowNi {
         nid: v.nid,
         status: match v.state {
-            NiState::Up => NiStatus::Up,
-            NiState::Down => NiStatus::Down,
+            NiState::Up if st.advertised_up => NiStatus::Up,
+            _ => NiStatus::Down,
         },
         interfaces: Vec::new(),
         statistics: statistics(s),
@@ -114,7 +135,7 @@ fn local_ni(v: &LocalNiView, udsp: &UdspPolicy, peer_credits: u32, n_cpts: usize
         received_stats: msg_stats(&s.received),
         dropped_stats: msg_stats(&s.dropped),
         health_stats: NiHealthStats {
-            fatal_error: 0,
+            fatal_error: i32::from(st.link_down),
             health_value: health_value(v.health),
             interrupts: count(s, HealthStatus::LocalInterrupt),
             dropped: count(s, HealthStatus::LocalDropped),
@@ -122,8 +143,8 @@ fn local_ni(v: &LocalNiView, udsp: &UdspPolicy, peer_credits: u32, n_cpts: usize
             no_route: count(s, HealthStatus::LocalNoRoute),
             timeouts: count(s, HealthStatus::LocalTimeout),
             error: count(s, HealthStatus::LocalError),
-            ping_count: Some(0),
-            next_ping: Some(0),
+            ping_count: Some(st.recovery.map_or(0, |e| e.ping_count)),
+            next_ping: Some(st.recovery.map_or(0, |e| e.next_ping.as_millis() / 1000)),
         },
         tunables: NiTunables {
             peer_timeout: PEER_TIMEOUT,
@@ -208,12 +229,28 @@ impl Node {
         let nis = self.local_nis().await?;
         let (peer_credits, n_cpts) = self.show_settings().await?;
         let udsp = self.udsp().await?;
+        let advertised: BTreeMap<Nid, bool> = self
+            .ping_info()
+            .await?
+            .statuses()
+            .map(|(n, s)| (n, s.is_up()))
+            .collect();
+        let links_down = self.links_down().await?;
+        let recovery = self.recovery(RecoveryKind::LocalNi).await?;
         let mut nets = vec![ShowNet {
             net_type: Net::LO,
             nis: vec![lo_ni(n_cpts)],
         }];
         for v in &nis {
-            let ni = local_ni(v, &udsp, peer_credits, n_cpts);
+            let st = NiShowState {
+                udsp: &udsp,
+                peer_credits,
+                n_cpts,
+                advertised_up: advertised.get(&v.nid).copied().unwrap_or(false),
+                link_down: links_down.contains(&v.nid),
+                recovery: recovery.iter().find(|e| e.key == v.nid),
+            };
+            let ni = local_ni(v, &st);
             match nets.iter_mut().find(|n| n.net_type == v.nid.net) {
                 Some(net) => net.nis.push(ni),
                 None => nets.push(ShowNet {
@@ -273,9 +310,9 @@ impl Node {
         let c = self.counters().await?;
         let f = |s| failures(&nis, s);
         Ok(StatsShow {
-            msgs_alloc: 0,
+            msgs_alloc: counter(&c, "msgs_alloc"),
             msgs_max: 0,
-            rst_alloc: 0,
+            rst_alloc: counter(&c, "rst_alloc"),
             errors: 0,
             send_count: total(&nis, |s| s.send_count),
             resend_count: counter(&c, "resend_count"),
@@ -295,8 +332,8 @@ impl Node {
             recv_count: total(&nis, |s| s.recv_count),
             route_count: counter(&c, "route_count"),
             drop_count: total(&nis, |s| s.drop_count).saturating_add(counter(&c, "drop_count")),
-            send_length: 0,
-            recv_length: 0,
+            send_length: total(&nis, |s| s.send_length),
+            recv_length: counter(&c, "recv_length"),
             route_length: counter(&c, "route_length"),
             drop_length: counter(&c, "drop_length"),
         })

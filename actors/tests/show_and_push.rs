@@ -130,11 +130,54 @@ async fn show_documents_carry_the_live_counters_and_health() {
         assert_eq!(stats.local_timeout_count, 1, "{text}");
         assert_eq!(stats.remote_timeout_count, 0, "{text}");
         assert_eq!(stats.resend_count, 0, "{text}");
+        // Payload bytes: four 7-byte PUTs handed to the LND (the failed one included), no
+        // payload received for A itself (ACKs carry none); nothing left in flight.
+        assert_eq!(stats.send_length, 4 * 7, "{text}");
+        assert_eq!(stats.recv_length, 0, "{text}");
+        assert_eq!((stats.msgs_alloc, stats.rst_alloc), (0, 0), "{text}");
+        let bstats = b.stats_show().await.unwrap();
+        assert_eq!(bstats.recv_length, 3 * 7);
+        assert_eq!(bstats.send_length, 0, "ACKs carry no payload");
 
         // The failed NI is on the local recovery queue.
         let rec = a.recovery_show(RecoveryKind::LocalNi).await.unwrap();
         assert_eq!(rec.nids, vec![an[0]]);
         assert!(rec.to_yaml().contains(&an[0].to_string()));
+    })
+    .await
+    .expect("bounded");
+}
+
+#[actix::test]
+async fn net_show_prints_an_ni_down_while_it_is_advertised_down_for_its_link() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp", "10.0.2.1@tcp2"]).await;
+        let status = |show: &NetShow, nid: Nid| {
+            let ni = show
+                .nets
+                .iter()
+                .flat_map(|n| n.nis.iter())
+                .find(|n| n.nid == nid)
+                .unwrap()
+                .clone();
+            (ni.status, ni.health_stats.fatal_error)
+        };
+        let show = a.net_show().await.unwrap();
+        assert_eq!(status(&show, an[1]), (NiStatus::Up, 0));
+        a.set_ni_link(an[1], false).await.unwrap();
+        let show = a.net_show().await.unwrap();
+        let text = show.to_yaml(V3);
+        // As the ping info says it: down, with the link's fatal error; the other NI up.
+        let info = a.ping_info().await.unwrap();
+        assert!(info.statuses().any(|(n, s)| n == an[1] && !s.is_up()));
+        assert_eq!(status(&show, an[1]), (NiStatus::Down, 1), "{text}");
+        assert_eq!(status(&show, an[0]), (NiStatus::Up, 0), "{text}");
+        assert!(text.contains("status: down"), "{text}");
+        a.set_ni_link(an[1], true).await.unwrap();
+        let show = a.net_show().await.unwrap();
+        assert_eq!(status(&show, an[1]), (NiStatus::Up, 0));
     })
     .await
     .expect("bounded");

@@ -203,7 +203,10 @@ fn ctl(connect: &router::cli::Connect, cmd: &router::cli::Ctl) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprint!("{}", e.to_yaml());
+            match &e.printed {
+                Some(out) => print!("{out}"),
+                None => eprint!("{}", e.to_yaml()),
+            }
             ExitCode::FAILURE
         }
     }

@@ -65,6 +65,8 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(stream::event_stream))
         .routes(routes!(api::health::reset_local_health))
         .routes(routes!(api::health::reset_peer_health))
+        .routes(routes!(api::health::reset_all_local_health))
+        .routes(routes!(api::health::reset_all_peer_health))
         .routes(routes!(api::ping::ping))
         .routes(routes!(api::ping::discover))
         .routes(routes!(

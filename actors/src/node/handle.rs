@@ -23,8 +23,8 @@ use super::error::{LndStartError, NodeError};
 use super::forward::{Drained, ForwardsInFlight, StartDrain};
 use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy};
 use super::msgs::{
-    AddNi, Counters, GetUdsp, ListNis, ListRecovery, RemoveNi, SetNiHealth, SetNiNumaNode,
-    SetTunables, SetUdsp, ShowSettings,
+    AddNi, Counters, GetUdsp, LinksDown, ListNis, ListRecovery, RemoveNi, SetNiHealth,
+    SetNiNumaNode, SetTunables, SetUdsp, ShowSettings,
 };
 use super::peers::{AddPeer, ListPeers, PeerTable, PeerView};
 use super::recv::{Attach, MdSpec};
@@ -424,6 +424,11 @@ impl Node {
     /// `response_timeout_count`, `late_messages`, `drop_count`).
     pub async fn counters(&self) -> Result<BTreeMap<&'static str, u64>, NodeError> {
         Ok(self.addr.send(Counters).await?)
+    }
+
+    /// The local NIs whose link is down (for the show documents).
+    pub(crate) async fn links_down(&self) -> Result<Vec<Nid>, NodeError> {
+        Ok(self.addr.send(LinksDown).await?)
     }
 
     /// The default tx credits of a peer NI and the number of CPTs (for the show

@@ -266,6 +266,38 @@ impl Handler<Counters> for LnetActor {
     type Result = MessageResult<Counters>;
 
     fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
-        MessageResult(self.counters.clone())
+        let mut c = self.counters.clone();
+        // Gauges of `stats show`: the messages in flight (`msgs_alloc`) and the
+        // transactions waiting for their ACK or REPLY (`rst_alloc`, the response trackers).
+        c.insert(
+            "msgs_alloc",
+            u64::try_from(self.msgs.len()).unwrap_or(u64::MAX),
+        );
+        let waiting = self
+            .txns
+            .values()
+            .filter(|t| t.want_response && !t.done)
+            .count();
+        c.insert("rst_alloc", u64::try_from(waiting).unwrap_or(u64::MAX));
+        MessageResult(c)
+    }
+}
+
+/// The local NIs whose link is down (`fatal_error` of `net show`).
+#[derive(Message)]
+#[rtype(result = "Vec<Nid>")]
+pub(super) struct LinksDown;
+
+impl Handler<LinksDown> for LnetActor {
+    type Result = MessageResult<LinksDown>;
+
+    fn handle(&mut self, _: LinksDown, _ctx: &mut Context<Self>) -> MessageResult<LinksDown> {
+        MessageResult(
+            self.ni_order
+                .iter()
+                .filter(|n| self.routes.link_down(n))
+                .copied()
+                .collect(),
+        )
     }
 }

@@ -97,6 +97,10 @@ impl LnetActor {
             // Granted while this NID was not yet local: not a forward after all.
             self.router.do_send(Release(t));
         }
+        // `recv_length` of `stats show`: the payload bytes of messages received for this
+        // node (forwarded ones count in `route_length`).
+        let n = self.counters.entry("recv_length").or_default();
+        *n = n.saturating_add(u64::from(h.payload_length));
         match h.msg {
             LnetMsg::Put {
                 ack_wmd,

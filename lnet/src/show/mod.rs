@@ -27,7 +27,7 @@ mod peer;
 mod tests;
 
 pub use net::{NetLayout, NetShow, ShowNet, ShowNi};
-pub use other::{GlobalShow, PingShow, RecoveryKind, RecoveryShow, StatsShow};
+pub use other::{GlobalShow, PingFailureShow, PingShow, RecoveryKind, RecoveryShow, StatsShow};
 pub use peer::{PeerShow, ShowPeer, ShowPeerNi};
 
 use crate::config::yaml::{self, Key, Node};

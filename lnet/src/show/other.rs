@@ -165,26 +165,63 @@ const PING: Style = Style {
 impl PingShow {
     /// `lnetctl ping NID` for one pinged peer.
     pub fn to_yaml(&self) -> String {
+        PingShow::list_to_yaml("ping", std::slice::from_ref(self), &[])
+    }
+
+    fn item(&self) -> Node {
         let nis = self
             .peer_nis
             .iter()
             .map(|nid| MapB::default().scalar("nid", nid).done())
             .collect();
-        let item = MapB::default()
+        MapB::default()
             .scalar("primary nid", self.primary_nid)
             .flag("Multi-Rail", Some(self.multi_rail))
             .node("peer_ni", Some(Node::Seq(nis)))
-            .done();
+            .done()
+    }
+
+    /// What `lnetctl ping NID,NID...` (`group` `ping`) or `lnetctl discover` (`discover`)
+    /// prints: the peers that answered under `group:`, then, when some did not, a
+    /// `manage:` list with the `errno` and `descr` of each failure.
+    pub fn list_to_yaml(
+        group: &'static str,
+        answered: &[PingShow],
+        failed: &[PingFailureShow],
+    ) -> String {
+        let mut top = Vec::new();
+        if !answered.is_empty() {
+            top.push((
+                group.into(),
+                Node::Seq(answered.iter().map(PingShow::item).collect()),
+            ));
+        }
+        if !failed.is_empty() {
+            let items = failed
+                .iter()
+                .map(|f| {
+                    MapB::default()
+                        .scalar(group, "")
+                        .scalar("errno", f.errno)
+                        .scalar("descr", &f.descr)
+                        .done()
+                })
+                .collect();
+            top.push(("manage".into(), Node::Seq(items)));
+        }
         let mut out = String::new();
-        yaml::write_map(
-            &mut out,
-            &[("ping".into(), Node::Seq(vec![item]))],
-            0,
-            None,
-            PING,
-        );
+        yaml::write_map(&mut out, &top, 0, None, PING);
         out
     }
+}
+
+/// One NID that a ping or a discovery could not reach, as lnetctl reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PingFailureShow {
+    /// The negative errno (`-110` for a timeout).
+    pub errno: i32,
+    /// `failed to ping NID: Connection timed out`.
+    pub descr: String,
 }
 
 /// Which queue `lnetctl debug recovery` shows.

@@ -179,3 +179,99 @@ pub(crate) async fn reset_peer_health(
 ) -> Result<Json<HealthResetResult>, ApiError> {
     Ok(Json(reset_health(&s, &admin, false, &nid, req).await?))
 }
+
+/// Every NI a `--all` health reset set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HealthResetAll {
+    /// The NIs set, in the order of `net show` or `peer show`.
+    pub nids: Vec<String>,
+    /// The value set.
+    pub health: u32,
+    /// The id of the admin event recorded.
+    pub event_id: u64,
+}
+
+async fn reset_all(
+    s: &AppState,
+    admin: &Admin,
+    local: bool,
+    req: HealthReset,
+) -> Result<HealthResetAll, ApiError> {
+    let value = health_value(req.value)?;
+    let node = &s.shared.node;
+    let nids: Vec<Nid> = if local {
+        node.local_nis().await?.iter().map(|v| v.nid).collect()
+    } else {
+        node.peers()
+            .await?
+            .iter()
+            .flat_map(|p| p.nis.iter().map(|v| v.nid))
+            .collect()
+    };
+    for nid in &nids {
+        if local {
+            node.set_local_ni_health(*nid, value).await?;
+        } else {
+            node.set_peer_ni_health(*nid, value).await?;
+        }
+    }
+    let action = if local {
+        "reset_all_local_ni_health"
+    } else {
+        "reset_all_peer_ni_health"
+    };
+    let event = s.admin_event(
+        &admin.0,
+        action,
+        None,
+        format!("health of {} NIs set to {}", nids.len(), value.get()),
+    );
+    Ok(HealthResetAll {
+        nids: nids.iter().map(Nid::to_string).collect(),
+        health: value.get(),
+        event_id: event.id,
+    })
+}
+
+/// Sets the health of every local NI (`lnetctl net set --all --health V`).
+#[utoipa::path(post, path = "/api/v1/nis/health", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = HealthReset,
+    responses(
+        (status = 200, description = "The NIs set", body = HealthResetAll),
+        (status = 400, description = "Bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A value outside 0..=1000", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn reset_all_local_health(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<HealthReset>,
+) -> Result<Json<HealthResetAll>, ApiError> {
+    Ok(Json(reset_all(&s, &admin, true, req).await?))
+}
+
+/// Sets the health of every peer NI (`lnetctl peer set --all --health V`).
+#[utoipa::path(post, path = "/api/v1/peer-nis/health", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = HealthReset,
+    responses(
+        (status = 200, description = "The peer NIs set", body = HealthResetAll),
+        (status = 400, description = "Bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A value outside 0..=1000", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn reset_all_peer_health(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<HealthReset>,
+) -> Result<Json<HealthResetAll>, ApiError> {
+    Ok(Json(reset_all(&s, &admin, false, req).await?))
+}

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Admin, Body};
+use crate::extract::{Admin, Body, Reader};
 use crate::state::AppState;
 
 use super::{parse_nid, TAG_CHANGE};
@@ -57,8 +57,14 @@ pub struct PingResult {
     /// Discovery only: whether this node's push to it was acknowledged (only
     /// Multi-Rail, discovery-capable peers are pushed to).
     pub pushed: Option<bool>,
-    /// Why it failed.
+    /// Why it failed: `failed to ping NID` (or `discover`), then the health status name
+    /// of the failure (`REMOTE_TIMEOUT`, `LOCAL_NO_ROUTE`, ...) or what was wrong.
     pub error: Option<String>,
+    /// The errno lnetctl reports for the failure (negative: -110 timed out, -113 no
+    /// route, -71 a bad ping reply, -5 otherwise).
+    pub errno: Option<i32>,
+    /// The health status of the failed message, by name.
+    pub status: Option<String>,
 }
 
 fn ping_target(s: &AppState, req: &PingRequest) -> Result<(Nid, Duration), ApiError> {
@@ -83,12 +89,37 @@ fn nid_list(nids: &[(Nid, bool)]) -> Vec<PingNid> {
         .collect()
 }
 
-fn failed(nid: Nid, e: actors::node::PingFailure) -> Result<PingResult, ApiError> {
+/// The errno and status name lnetctl reports for a failed ping or discovery.
+fn errno_of(e: &actors::node::PingFailure) -> (i32, Option<&'static str>) {
+    use actors::node::{FailReason, Outcome, PingFailure};
+    use lnet::health::HealthStatus as H;
+    match e {
+        PingFailure::Failed(Outcome::Failed { status, reason }) => {
+            let errno = match (status, reason) {
+                (_, FailReason::NoPath) | (H::LocalNoRoute, _) => -113,
+                (_, FailReason::Timeout)
+                | (H::LocalTimeout | H::RemoteTimeout | H::NetworkTimeout, _) => -110,
+                _ => -5,
+            };
+            (errno, Some(status.name()))
+        }
+        PingFailure::BadInfo(_) => (-71, None),
+        _ => (-5, None),
+    }
+}
+
+fn failed(verb: &str, nid: Nid, e: actors::node::PingFailure) -> Result<PingResult, ApiError> {
     if let actors::node::PingFailure::Node(actors::NodeError::Stopped) = e {
         return Err(ApiError::Unavailable {
             message: "the node is stopped".into(),
         });
     }
+    let (errno, status) = errno_of(&e);
+    let why = match (&e, status) {
+        (_, Some(name)) => name.to_owned(),
+        (actors::node::PingFailure::BadInfo(m), None) => format!("bad ping info: {m}"),
+        _ => e.to_string(),
+    };
     Ok(PingResult {
         nid: nid.to_string(),
         ok: false,
@@ -96,12 +127,14 @@ fn failed(nid: Nid, e: actors::node::PingFailure) -> Result<PingResult, ApiError
         multi_rail: None,
         peer_nis: Vec::new(),
         pushed: None,
-        error: Some(e.to_string()),
+        error: Some(format!("failed to {verb} {nid}: {why}")),
+        errno: Some(errno),
+        status: status.map(str::to_owned),
     })
 }
 
-/// Pings a NID (`lnetctl ping`). A peer that does not answer is a result (`ok: false`),
-/// not an error.
+/// Pings a NID (`lnetctl ping`; reader tokens may). A peer that does not answer is a
+/// result (`ok: false`), not an error.
 #[utoipa::path(post, path = "/api/v1/ping", tag = TAG_CHANGE,
     security(("bearer" = [])),
     request_body = PingRequest,
@@ -109,14 +142,13 @@ fn failed(nid: Nid, e: actors::node::PingFailure) -> Result<PingResult, ApiError
         (status = 200, description = "The answer, or why there was none", body = PingResult),
         (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
-        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
         (status = 422, description = "A timeout out of range", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn ping(
     State(s): State<AppState>,
-    admin: Admin,
+    reader: Reader,
     Body(req): Body<PingRequest>,
 ) -> Result<Json<PingResult>, ApiError> {
     let (nid, timeout) = ping_target(&s, &req)?;
@@ -131,12 +163,14 @@ pub(crate) async fn ping(
                 peer_nis: nid_list(&nids),
                 pushed: None,
                 error: None,
+                errno: None,
+                status: None,
             }
         }
-        Err(e) => failed(nid, e)?,
+        Err(e) => failed("ping", nid, e)?,
     };
     s.admin_event(
-        &admin.0,
+        &reader.0,
         "ping",
         Some(nid.to_string()),
         format!("ok={} timeout_ms={}", result.ok, timeout.as_millis()),
@@ -173,8 +207,10 @@ pub(crate) async fn discover(
             peer_nis: nid_list(&d.nids),
             pushed: Some(d.pushed),
             error: None,
+            errno: None,
+            status: None,
         },
-        Err(e) => failed(nid, e)?,
+        Err(e) => failed("discover", nid, e)?,
     };
     s.admin_event(
         &admin.0,

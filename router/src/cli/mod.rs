@@ -1,0 +1,413 @@
+//! The lnetctl-style subcommands: they talk to a running daemon over its REST API and print
+//! what lnetctl prints (its YAML), or JSON with `--json`.
+//!
+//! `net show`, `peer show`, `stats show`, `global show` and `debug recovery` read the
+//! API's show documents back into the models of [`lnet::show`] and print them with the same
+//! code the snapshot tests check against real `lnetctl` output; `route show` and `routing
+//! show` print the `route:` and `routing:` sections of [`lnet::config`]. Errors are
+//! printed as lnetctl prints them (`errno` and `descr` under the command and object).
+
+mod client;
+mod ping;
+mod show;
+
+pub use client::CtlError;
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use client::{json, Client};
+use lnet::show::{GlobalShow, RecoveryShow, StatsShow};
+
+/// How to reach the daemon.
+#[derive(Debug, Clone, Args)]
+pub struct Connect {
+    /// The daemon's API.
+    #[arg(
+        long,
+        global = true,
+        env = "LNET_ROUTER_API",
+        default_value = "https://127.0.0.1:8443"
+    )]
+    pub api: String,
+    /// An API token (reader for shows, admin for changes).
+    #[arg(long, global = true, env = "LNET_ROUTER_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A CA certificate (PEM) to trust for the API, e.g. the daemon's self-signed one.
+    #[arg(long, global = true, env = "LNET_ROUTER_CA_CERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// Print the API's JSON instead of lnetctl's YAML.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// The lnetctl-style commands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Ctl {
+    /// `net show`: the local NIs.
+    Net {
+        /// What to do.
+        #[command(subcommand)]
+        what: NetCmd,
+    },
+    /// `peer show` / `peer set --health`.
+    Peer {
+        /// What to do.
+        #[command(subcommand)]
+        what: PeerCmd,
+    },
+    /// `route show|add|del`.
+    Route {
+        /// What to do.
+        #[command(subcommand)]
+        what: RouteCmd,
+    },
+    /// `routing show`: router buffers and credits.
+    Routing {
+        /// What to do.
+        #[command(subcommand)]
+        what: ShowOnly,
+    },
+    /// `stats show`.
+    Stats {
+        /// What to do.
+        #[command(subcommand)]
+        what: StatsCmd,
+    },
+    /// `global show`.
+    Global {
+        /// What to do.
+        #[command(subcommand)]
+        what: ShowOnly,
+    },
+    /// `set KEY VALUE`: a global tunable.
+    Set {
+        /// The tunable (`retry_count`, `transaction_timeout`, `health_sensitivity`, ...).
+        key: String,
+        /// Its value.
+        value: i64,
+    },
+    /// `ping NID[,NID...]`.
+    Ping {
+        /// The NIDs, separated by commas (several arguments are taken too).
+        #[arg(required = true, num_args = 1..)]
+        nids: Vec<String>,
+        /// Timeout, seconds (as lnetctl).
+        #[arg(short = 't', long)]
+        timeout: Option<u64>,
+        /// The local NI to send from (not supported yet: refused).
+        #[arg(short = 's', long)]
+        source: Option<String>,
+    },
+    /// `discover NID[,NID...]`.
+    Discover {
+        /// The NIDs, separated by commas (several arguments are taken too).
+        #[arg(required = true, num_args = 1..)]
+        nids: Vec<String>,
+        /// Discover again even a peer discovered already (every discovery here does).
+        #[arg(short = 'f', long)]
+        force: bool,
+    },
+    /// `debug recovery --local|--peer`.
+    Debug {
+        /// What to show.
+        #[command(subcommand)]
+        what: DebugCmd,
+    },
+}
+
+/// `show` alone.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ShowOnly {
+    /// Show it.
+    Show,
+}
+
+/// `stats ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum StatsCmd {
+    /// Show the counters.
+    Show,
+}
+
+/// `-v [LEVEL]`: verbosity 0 to 4, `-v` alone 1.
+fn verbosity(s: &str) -> Result<u8, String> {
+    match s.parse::<u8>() {
+        Ok(v) if v <= 4 => Ok(v),
+        _ => Err(format!("verbosity {s:?}: expected 0 to 4")),
+    }
+}
+
+/// `net ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum NetCmd {
+    /// Show the nets and their NIs.
+    Show {
+        /// Only this net.
+        #[arg(short = 'n', long)]
+        net: Option<String>,
+        /// Verbosity, 0 to 4 (`-v` alone: 1).
+        #[arg(short = 'v', long = "verbose", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = verbosity)]
+        verbose: u8,
+    },
+    /// Set the health of a local NI (`--nid NID`) or of all (`--all`).
+    Set {
+        /// The NI.
+        #[arg(
+            short = 'n',
+            long,
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        nid: Option<String>,
+        /// Every local NI.
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// The health value (0 to 1000).
+        #[arg(short = 't', long)]
+        health: u64,
+    },
+}
+
+/// `peer ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum PeerCmd {
+    /// Show the peers.
+    Show {
+        /// Only the peer that has this NID.
+        #[arg(short = 'n', long)]
+        nid: Option<String>,
+        /// Verbosity, 0 to 4.
+        #[arg(short = 'v', long = "verbose", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = verbosity)]
+        verbose: u8,
+    },
+    /// Set the health of a peer NI (`--nid NID`) or of all (`--all`).
+    Set {
+        /// The peer NI.
+        #[arg(
+            short = 'n',
+            long,
+            required_unless_present = "all",
+            conflicts_with = "all"
+        )]
+        nid: Option<String>,
+        /// Every peer NI.
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// The health value (0 to 1000).
+        #[arg(short = 't', long)]
+        health: u64,
+    },
+    /// The primary NIDs of the peers.
+    List,
+}
+
+/// `route ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RouteCmd {
+    /// Show the routes (with `-v`: state and type).
+    Show {
+        /// Only routes to this net.
+        #[arg(short = 'n', long)]
+        net: Option<String>,
+        /// Only routes through this gateway.
+        #[arg(short = 'g', long)]
+        gateway: Option<String>,
+        /// Only routes of this hop count.
+        #[arg(short = 'c', long, alias = "hop-count", allow_hyphen_values = true)]
+        hop: Option<i64>,
+        /// Only routes of this priority.
+        #[arg(short = 'p', long)]
+        priority: Option<u32>,
+        /// Verbosity (any level from 1 adds state and type).
+        #[arg(short = 'v', long = "verbose", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = verbosity)]
+        verbose: u8,
+    },
+    /// Add a route.
+    Add {
+        /// The remote net.
+        #[arg(long)]
+        net: String,
+        /// The gateway.
+        #[arg(long)]
+        gateway: String,
+        /// Hops.
+        #[arg(long)]
+        hop: Option<u32>,
+        /// Priority (0 is best).
+        #[arg(long)]
+        priority: Option<u32>,
+    },
+    /// Delete a route.
+    Del {
+        /// The remote net.
+        #[arg(long)]
+        net: String,
+        /// The gateway.
+        #[arg(long)]
+        gateway: String,
+    },
+}
+
+/// `debug ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum DebugCmd {
+    /// The recovery queues.
+    Recovery {
+        /// The local NI queue.
+        #[arg(long, conflicts_with = "peer")]
+        local: bool,
+        /// The peer NI queue.
+        #[arg(long)]
+        peer: bool,
+    },
+}
+
+/// `net set --health` and `peer set --health`: the health value of NI or peer NI `path`
+/// set through the API; prints nothing (the answer with `--json`).
+async fn set_health(
+    c: &Connect,
+    object: &'static str,
+    path: &str,
+    health: u64,
+) -> Result<String, CtlError> {
+    let cl = Client::new(c, "set", object)?;
+    let v = cl
+        .post(path, serde_json::json!({ "value": health }))
+        .await?;
+    Ok(if c.json { json(&v) } else { String::new() })
+}
+
+/// Runs one command; its output (YAML, or JSON with `--json`).
+pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
+    match cmd {
+        Ctl::Net {
+            what: NetCmd::Show { net, verbose },
+        } => show::net(c, net.as_deref(), *verbose).await,
+        Ctl::Net {
+            what: NetCmd::Set { nid, all, health },
+        } => {
+            let path = match (nid, all) {
+                (Some(nid), false) => format!("/api/v1/nis/{nid}/health"),
+                _ => "/api/v1/nis/health".to_owned(),
+            };
+            set_health(c, "net", &path, *health).await
+        }
+        Ctl::Peer {
+            what: PeerCmd::Show { nid, verbose },
+        } => show::peer(c, nid.as_deref(), *verbose).await,
+        Ctl::Peer {
+            what: PeerCmd::Set { nid, all, health },
+        } => {
+            let path = match (nid, all) {
+                (Some(nid), false) => format!("/api/v1/peer-nis/{nid}/health"),
+                _ => "/api/v1/peer-nis/health".to_owned(),
+            };
+            set_health(c, "peer_ni", &path, *health).await
+        }
+        Ctl::Peer {
+            what: PeerCmd::List,
+        } => show::peer_list(c).await,
+        Ctl::Route {
+            what:
+                RouteCmd::Show {
+                    net,
+                    gateway,
+                    hop,
+                    priority,
+                    verbose,
+                },
+        } => {
+            let filter = show::RouteFilter {
+                net: net.clone(),
+                gateway: gateway.clone(),
+                hop: *hop,
+                priority: *priority,
+            };
+            show::route(c, &filter, *verbose >= 1).await
+        }
+        Ctl::Route {
+            what:
+                RouteCmd::Add {
+                    net,
+                    gateway,
+                    hop,
+                    priority,
+                },
+        } => {
+            let cl = Client::new(c, "add", "route")?;
+            let v = cl
+                .post(
+                    "/api/v1/routes",
+                    serde_json::json!({ "net": net, "gateway": gateway, "hop": hop, "priority": priority }),
+                )
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
+        }
+        Ctl::Route {
+            what: RouteCmd::Del { net, gateway },
+        } => {
+            let cl = Client::new(c, "del", "route")?;
+            let v = cl
+                .delete(&format!("/api/v1/routes/{net}/{gateway}"))
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
+        }
+        Ctl::Routing { .. } => show::routing(c).await,
+        Ctl::Stats {
+            what: StatsCmd::Show,
+        } => {
+            let cl = Client::new(c, "show", "statistics")?;
+            let v = cl.get("/api/v1/stats").await?;
+            if c.json {
+                return Ok(json(&v));
+            }
+            let m: StatsShow = cl.model(v)?;
+            Ok(m.to_yaml())
+        }
+        Ctl::Global { .. } => {
+            let cl = Client::new(c, "show", "global")?;
+            let v = cl.get("/api/v1/global").await?;
+            if c.json {
+                return Ok(json(&v));
+            }
+            let m: GlobalShow = cl.model(v)?;
+            Ok(m.to_yaml())
+        }
+        Ctl::Set { key, value } => {
+            let cl = Client::new(c, "set", "global")?;
+            let mut body = serde_json::Map::new();
+            body.insert(key.clone(), serde_json::json!(value));
+            let v = cl
+                .send(
+                    cl.http
+                        .put(format!("{}/api/v1/global", cl.base))
+                        .json(&serde_json::Value::Object(body)),
+                )
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
+        }
+        Ctl::Ping {
+            nids,
+            timeout,
+            source,
+        } => ping::ping(c, nids, *timeout, source.as_deref()).await,
+        Ctl::Discover { nids, force: _ } => ping::discover(c, nids).await,
+        Ctl::Debug {
+            what: DebugCmd::Recovery { local, peer },
+        } => {
+            let cl = Client::new(c, "show", "recovery")?;
+            let path = if *peer && !*local {
+                "/api/v1/recovery/peer"
+            } else {
+                "/api/v1/recovery/local"
+            };
+            let v = cl.get(path).await?;
+            if c.json {
+                return Ok(json(&v));
+            }
+            let m: RecoveryShow = cl.model(v)?;
+            Ok(m.to_yaml())
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! lnetctl parity of the CLI against a running daemon over HTTPS: connection flags
+//! anywhere on the line, the show filters, `peer list`, `net|peer set --all --health`,
+//! `ping` (reader tokens; several NIDs; lnetctl's units and error list) and `discover`
+//! (a `discover:` document), against a real peer node over socklnd.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+use support::{sigterm, wait_listening, Daemon, BIN, WAIT};
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+use std::process::Command;
+
+use actors::{Node, NodeConfig, NodeHandler};
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::Nid;
+use tokio::time::timeout;
+
+const PORT: u16 = 24_420;
+const API: u16 = 24_421;
+const ADMIN: &str = "admin-secret-0123456789";
+const READER: &str = "reader-secret-0123456789";
+
+/// Runs the CLI with `args`, the connection flags after the subcommand (`global`).
+fn ctl(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let api = format!("https://127.0.0.1:{API}");
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--api")
+        .arg(api)
+        .arg("--token")
+        .arg(token)
+        .arg("--ca-cert")
+        .arg(cert)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[actix::test]
+async fn lnetctl_filters_lists_set_all_ping_and_discover() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
+    let config = dir.path().join("lnet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.42.1@tcp
+    - net type: tcp1
+      local NI(s):
+        - nid: 127.0.43.1@tcp1
+route:
+    - net: tcp5
+      gateway: 127.0.42.9@tcp
+      hop: 2
+      priority: 1
+    - net: tcp6
+      gateway: 127.0.42.2@tcp
+      hop: 1
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    )
+    .unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!("ops admin {ADMIN}\nview reader {READER}\n"),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let api = format!("127.0.0.1:{API}");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+        "--tokens-file".as_ref(),
+        tokens.as_os_str(),
+        "--api-listen".as_ref(),
+        api.as_ref(),
+        "--tls-cert".as_ref(),
+        cert_path.as_os_str(),
+        "--tls-key".as_ref(),
+        key_path.as_os_str(),
+    ];
+    let mut d = Daemon::start_args(&args);
+    for addr in [
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 42, 1)), PORT),
+        SocketAddr::from(([127, 0, 0, 1], API)),
+    ] {
+        timeout(WAIT, wait_listening(&mut d, addr))
+            .await
+            .expect("bounded");
+    }
+    // A peer node on tcp that answers pings.
+    let node = Node::start(NodeConfig::default());
+    let me: Nid = "127.0.42.2@tcp".parse().unwrap();
+    let mut c = SockLndConfig::new(me, 0x5EED_4202);
+    c.listen = Some(SocketAddr::new(
+        IpAddr::V4(Ipv4Addr::new(127, 0, 42, 2)),
+        PORT,
+    ));
+    c.peer_port = PORT;
+    node.add_ni::<SockLnd<NodeHandler>>(c, 8).await.unwrap();
+    // The CLI runs on the blocking pool: the peer node answers on this thread meanwhile.
+    let run = |token: &str, args: &[&str]| {
+        let cert = cert_path.clone();
+        let token = token.to_owned();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                ctl(&cert, &token, &args)
+            })
+            .await
+            .unwrap()
+        }
+    };
+
+    // ping: a reader may; --timeout in seconds; the kernel's `ping:` document.
+    let (ok, out, err) = run(READER, &["ping", "127.0.42.2@tcp", "--timeout", "10"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        out,
+        "ping:\n- primary nid: 127.0.42.2@tcp\n  Multi-Rail: true\n  peer_ni:\n  - nid: 127.0.42.2@tcp\n"
+    );
+    // Several NIDs, one silent: the answers, then lnetctl's list of failures, exit non-zero.
+    let (ok, out, err) = run(
+        READER,
+        &["ping", "127.0.42.2@tcp,127.0.42.77@tcp", "-t", "1"],
+    )
+    .await;
+    assert!(!ok, "{out}{err}");
+    assert!(
+        out.starts_with("ping:\n- primary nid: 127.0.42.2@tcp\n"),
+        "{out}"
+    );
+    assert!(out.contains("manage:\n- ping: \"\"\n  errno: -"), "{out}");
+    assert!(
+        out.contains("  descr: \"failed to ping 127.0.42.77@tcp: "),
+        "{out}"
+    );
+    assert!(!out.contains("Failed {"), "no debug strings: {out}");
+    // --source is refused, not ignored.
+    let (ok, _, err) = run(
+        READER,
+        &["ping", "127.0.42.2@tcp", "--source", "127.0.42.1@tcp"],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -95"), "{err}");
+
+    // discover: a `discover:` document.
+    let (ok, out, err) = run(ADMIN, &["discover", "127.0.42.2@tcp", "--force"]).await;
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.starts_with("discover:\n- primary nid: 127.0.42.2@tcp\n  Multi-Rail: true\n  peer_ni:\n  - nid: 127.0.42.2@tcp\n"),
+        "{out}"
+    );
+    let (ok, _, err) = run(READER, &["discover", "127.0.42.2@tcp"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("discover:\n    - discover:\n          errno: -1\n"),
+        "{err}"
+    );
+
+    // net show --net: only that net; -v 4 accepted; an unknown net is ENOENT.
+    let (ok, out, err) = run(READER, &["net", "show", "--net", "tcp1", "-v", "4"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("net type: tcp1") && out.contains("127.0.43.1@tcp1"),
+        "{out}"
+    );
+    assert!(!out.contains("127.0.42.1@tcp"), "{out}");
+    let (ok, _, err) = run(READER, &["net", "show", "--net", "tcp7"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -2"), "{err}");
+    let (ok, _, err) = run(READER, &["net", "show", "-v", "5"]).await;
+    assert!(!ok, "verbosity 5 refused: {err}");
+
+    // peer show --nid, peer list.
+    let (ok, out, err) = run(READER, &["peer", "show", "--nid", "127.0.42.2@tcp"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("primary nid: 127.0.42.2@tcp"), "{out}");
+    assert!(!out.contains("127.0.42.9@tcp"), "{out}");
+    let (ok, _, err) = run(READER, &["peer", "show", "--nid", "127.0.42.88@tcp"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -2"), "{err}");
+    let (ok, out, err) = run(READER, &["peer", "list"]).await;
+    assert!(ok, "{err}");
+    assert!(out.starts_with("peer list:\n"), "{out}");
+    assert!(out.contains("    - nid: 127.0.42.2@tcp\n"), "{out}");
+
+    // route show filters, -v 4 accepted.
+    let (ok, out, err) = run(READER, &["route", "show", "--net", "tcp5", "-v", "4"]).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("net: tcp5") && !out.contains("tcp6"), "{out}");
+    assert!(out.contains("state: "), "{out}");
+    let (ok, out, _) = run(READER, &["route", "show", "--gateway", "127.0.42.2@tcp"]).await;
+    assert!(ok);
+    assert!(out.contains("net: tcp6") && !out.contains("tcp5"), "{out}");
+    let (ok, out, _) = run(READER, &["route", "show", "--hop", "2", "--priority", "1"]).await;
+    assert!(ok);
+    assert!(out.contains("net: tcp5") && !out.contains("tcp6"), "{out}");
+    let (ok, out, _) = run(READER, &["route", "show", "--priority", "3"]).await;
+    assert!(ok);
+    assert!(!out.contains("net:"), "{out}");
+
+    // net set --all / peer set --all: every NI, an admin change, refused to a reader.
+    let (ok, _, err) = run(READER, &["net", "set", "--all", "--health", "400"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("set:\n    - net:\n          errno: -1\n"),
+        "{err}"
+    );
+    let (ok, _, err) = run(ADMIN, &["net", "set", "--all", "--health", "400"]).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(READER, &["net", "show", "-v", "3"]).await;
+    assert_eq!(out.matches("health value: 400").count(), 2, "{out}");
+    let (ok, _, err) = run(ADMIN, &["net", "set", "--all", "--health", "1001"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -22"), "{err}");
+    let (ok, _, err) = run(ADMIN, &["peer", "set", "--all", "--health", "300"]).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(READER, &["peer", "show", "-v", "3"]).await;
+    assert!(out.contains("health value: 300"), "{out}");
+    assert!(!out.contains("health value: 1000"), "{out}");
+
+    // stats show: the payload bytes sent are counted (pings' replies and pushes).
+    let (_, out, _) = run(READER, &["stats", "show"]).await;
+    let sent: u64 = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("send_length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let received: u64 = out
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("recv_length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(sent > 0 && received > 0, "{out}");
+
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+}
