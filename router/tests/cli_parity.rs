@@ -1,7 +1,8 @@
 //! lnetctl parity of the CLI against a running daemon over HTTPS: connection flags
 //! anywhere on the line, the show filters, `peer list`, `net|peer set --all --health`,
 //! `ping` (reader tokens; several NIDs; lnetctl's units and error list) and `discover`
-//! (a `discover:` document), against a real peer node over socklnd.
+//! (a `discover:` document), `stats reset` and `set routing 0|1`, against a real peer node
+//! over socklnd.
 
 #![allow(
     clippy::unwrap_used,
@@ -261,6 +262,77 @@ lnet-router:
         .unwrap();
     assert!(sent > 0 && received > 0, "{out}");
 
+    // stats reset: an admin change; the counters of `stats show` start again from it.
+    let count = |out: &str, key: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .unwrap()
+            .trim_start_matches(": ")
+            .parse()
+            .unwrap()
+    };
+    for _ in 0..5 {
+        let (ok, _, err) = run(READER, &["ping", "127.0.42.2@tcp"]).await;
+        assert!(ok, "{err}");
+    }
+    let (_, before, _) = run(READER, &["stats", "show"]).await;
+    let (ok, _, err) = run(READER, &["stats", "reset"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("reset:\n    - statistics:\n          errno: -1\n"),
+        "{err}"
+    );
+    let (ok, _, err) = run(ADMIN, &["stats", "reset"]).await;
+    assert!(ok, "{err}");
+    let (_, after, _) = run(READER, &["stats", "show"]).await;
+    assert!(
+        count(&after, "send_count") < count(&before, "send_count")
+            && count(&after, "recv_length") < count(&before, "recv_length"),
+        "{before}\n{after}"
+    );
+
+    // set routing 0|1: advertised in the ping info (seen by the peer), shown by `routing
+    // show`, refused to a reader and for a value other than 0 or 1, kept in the store.
+    let router: Nid = "127.0.42.1@tcp".parse().unwrap();
+    let disabled =
+        |reply: &actors::PingReply| reply.info.features.contains(lnet::Features::RTE_DISABLED);
+    let reply = node.ping(router, WAIT).await.unwrap();
+    assert!(!disabled(&reply));
+    let (ok, _, err) = run(READER, &["set", "routing", "0"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("set:\n    - routing:\n          errno: -1\n"),
+        "{err}"
+    );
+    let (ok, _, err) = run(ADMIN, &["set", "routing", "2"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -22"), "{err}");
+    let (ok, _, err) = run(ADMIN, &["set", "routing", "0"]).await;
+    assert!(ok, "{err}");
+    let reply = node.ping(router, WAIT).await.unwrap();
+    assert!(disabled(&reply));
+    let (_, out, _) = run(READER, &["routing", "show"]).await;
+    assert!(out.contains("enable: 0"), "{out}");
+    let (ok, _, err) = run(ADMIN, &["set", "routing", "1"]).await;
+    assert!(ok, "{err}");
+    let reply = node.ping(router, WAIT).await.unwrap();
+    assert!(!disabled(&reply));
+    let (ok, _, err) = run(ADMIN, &["set", "routing", "0"]).await;
+    assert!(ok, "{err}");
+
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    // Restarted with the same file: the store's routing setting, not the file's.
+    let mut d = Daemon::start_args(&args);
+    timeout(
+        WAIT,
+        wait_listening(&mut d, SocketAddr::from(([127, 0, 0, 1], API))),
+    )
+    .await
+    .expect("bounded");
+    let (_, out, _) = run(READER, &["routing", "show"]).await;
+    assert!(out.contains("enable: 0"), "{out}");
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");

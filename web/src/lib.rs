@@ -53,7 +53,7 @@ pub use api::peers::PeerAdd;
 pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};
 pub use api::routes::{RouteAdd, RouteDoc, RouteList};
 pub use api::routing::{
-    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc,
+    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc, RoutingSet,
 };
 pub use api::stats::Counters;
 pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};

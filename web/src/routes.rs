@@ -57,6 +57,7 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::nets::get_nets))
         .routes(routes!(api::peers::get_peers, api::peers::add_peer))
         .routes(routes!(api::stats::get_stats))
+        .routes(routes!(api::stats::reset_stats))
         .routes(routes!(api::global::get_global, api::global::put_global))
         .routes(routes!(api::recovery::get_recovery_local))
         .routes(routes!(api::recovery::get_recovery_peer))
@@ -76,7 +77,10 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::fault::remove_fault_rule))
         .routes(routes!(api::routes::get_routes, api::routes::add_route))
         .routes(routes!(api::routes::del_route))
-        .routes(routes!(api::routing::get_routing))
+        .routes(routes!(
+            api::routing::get_routing,
+            api::routing::set_routing
+        ))
         .routes(routes!(metrics::metrics))
         .routes(routes!(metrics::livez))
         .routes(routes!(metrics::readyz))

@@ -175,6 +175,7 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
             config: ctx.config,
+            stats_base: std::sync::Mutex::new(None),
         }),
     };
     let app = router.with_state(state).into_make_service();

@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) openapi: String,
     /// Where configuration changes are kept, if anywhere.
     pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
+    /// The counters at the last `stats reset`, which `stats show` counts from.
+    pub(crate) stats_base: std::sync::Mutex<Option<lnet::show::StatsShow>>,
 }
 
 /// The state of every handler (cheap to clone).

@@ -974,6 +974,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         ("POST", "/api/v1/peer-nis/{nid}/health"),
         ("POST", "/api/v1/nis/health"),
         ("POST", "/api/v1/peer-nis/health"),
+        ("PUT", "/api/v1/routing"),
+        ("POST", "/api/v1/stats/reset"),
         ("POST", "/api/v1/ping"),
         ("POST", "/api/v1/discover"),
         ("GET", "/api/v1/nis/{nid}/fault-rules"),

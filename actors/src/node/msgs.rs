@@ -208,7 +208,7 @@ impl Handler<SetNiHealth> for LnetActor {
 impl Handler<SetTunables> for LnetActor {
     type Result = ();
 
-    fn handle(&mut self, SetTunables(t): SetTunables, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, SetTunables(t): SetTunables, ctx: &mut Context<Self>) {
         let recovery = RecoveryConfig::from(&t);
         for addr in [&self.local_recovery, &self.peer_recovery]
             .into_iter()
@@ -219,8 +219,14 @@ impl Handler<SetTunables> for LnetActor {
         if t.routing() && !self.config.tunables.routing() {
             self.routes.restart_nets(self.clock.now());
         }
+        let flipped = t.routing() != self.config.tunables.routing();
         self.config.tunables = t;
         self.update_policy();
+        if flipped {
+            // The ping info now says routing is (dis)abled: tell the peers, as the kernel
+            // does on `lnetctl set routing`.
+            self.push_all(ctx);
+        }
     }
 }
 

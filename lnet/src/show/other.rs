@@ -77,6 +77,42 @@ fn cyaml_number(v: u64) -> String {
 }
 
 impl StatsShow {
+    /// The counters since `base` was taken (`lnetctl stats reset`): each counter less its
+    /// value in `base` (0 if it went below), the gauges (`msgs_alloc`, `msgs_max`,
+    /// `rst_alloc`) as they are now.
+    pub fn since(&self, base: &StatsShow) -> StatsShow {
+        let d = |now: u64, then: u64| now.saturating_sub(then);
+        let o = |now: Option<u64>, then: Option<u64>| now.map(|n| d(n, then.unwrap_or(0)));
+        StatsShow {
+            msgs_alloc: self.msgs_alloc,
+            msgs_max: self.msgs_max,
+            rst_alloc: self.rst_alloc,
+            errors: d(self.errors, base.errors),
+            send_count: d(self.send_count, base.send_count),
+            resend_count: d(self.resend_count, base.resend_count),
+            response_timeout_count: d(self.response_timeout_count, base.response_timeout_count),
+            local_interrupt_count: d(self.local_interrupt_count, base.local_interrupt_count),
+            local_dropped_count: d(self.local_dropped_count, base.local_dropped_count),
+            local_aborted_count: d(self.local_aborted_count, base.local_aborted_count),
+            local_no_route_count: d(self.local_no_route_count, base.local_no_route_count),
+            local_timeout_count: d(self.local_timeout_count, base.local_timeout_count),
+            local_error_count: d(self.local_error_count, base.local_error_count),
+            remote_dropped_count: d(self.remote_dropped_count, base.remote_dropped_count),
+            remote_error_count: d(self.remote_error_count, base.remote_error_count),
+            remote_timeout_count: d(self.remote_timeout_count, base.remote_timeout_count),
+            network_timeout_count: d(self.network_timeout_count, base.network_timeout_count),
+            failed_resends: o(self.failed_resends, base.failed_resends),
+            successful_resends: o(self.successful_resends, base.successful_resends),
+            recv_count: d(self.recv_count, base.recv_count),
+            route_count: d(self.route_count, base.route_count),
+            drop_count: d(self.drop_count, base.drop_count),
+            send_length: d(self.send_length, base.send_length),
+            recv_length: d(self.recv_length, base.recv_length),
+            route_length: d(self.route_length, base.route_length),
+            drop_length: d(self.drop_length, base.drop_length),
+        }
+    }
+
     /// `lnetctl stats show`.
     pub fn to_yaml(&self) -> String {
         let n = |v: u64| cyaml_number(v);

@@ -68,7 +68,7 @@ pub enum Ctl {
         #[command(subcommand)]
         what: ShowOnly,
     },
-    /// `stats show`.
+    /// `stats show|reset`.
     Stats {
         /// What to do.
         #[command(subcommand)]
@@ -80,9 +80,10 @@ pub enum Ctl {
         #[command(subcommand)]
         what: ShowOnly,
     },
-    /// `set KEY VALUE`: a global tunable.
+    /// `set KEY VALUE`: a global tunable, or `set routing 0|1`.
     Set {
-        /// The tunable (`retry_count`, `transaction_timeout`, `health_sensitivity`, ...).
+        /// The tunable (`retry_count`, `transaction_timeout`, `health_sensitivity`, ...,
+        /// `routing`).
         key: String,
         /// Its value.
         value: i64,
@@ -128,6 +129,8 @@ pub enum ShowOnly {
 pub enum StatsCmd {
     /// Show the counters.
     Show,
+    /// Zero the counters `stats show` prints.
+    Reset,
 }
 
 /// `-v [LEVEL]`: verbosity 0 to 4, `-v` alone 1.
@@ -365,6 +368,15 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             let m: StatsShow = cl.model(v)?;
             Ok(m.to_yaml())
         }
+        Ctl::Stats {
+            what: StatsCmd::Reset,
+        } => {
+            let cl = Client::new(c, "reset", "statistics")?;
+            let v = cl
+                .post("/api/v1/stats/reset", serde_json::json!(null))
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
+        }
         Ctl::Global { .. } => {
             let cl = Client::new(c, "show", "global")?;
             let v = cl.get("/api/v1/global").await?;
@@ -373,6 +385,17 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             }
             let m: GlobalShow = cl.model(v)?;
             Ok(m.to_yaml())
+        }
+        Ctl::Set { key, value } if key == "routing" => {
+            let cl = Client::new(c, "set", "routing")?;
+            let v = cl
+                .send(
+                    cl.http
+                        .put(format!("{}/api/v1/routing", cl.base))
+                        .json(&serde_json::json!({ "enable": value })),
+                )
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
         }
         Ctl::Set { key, value } => {
             let cl = Client::new(c, "set", "global")?;

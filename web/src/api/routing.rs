@@ -7,9 +7,9 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::TAG_SHOW;
+use super::{TAG_CHANGE, TAG_SHOW};
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Reader;
+use crate::extract::{Admin, Body, Reader};
 use crate::state::AppState;
 
 /// One router buffer pool of a CPT.
@@ -153,5 +153,62 @@ pub(crate) async fn get_routing(
     State(s): State<AppState>,
     _r: Reader,
 ) -> Result<Json<RoutingDoc>, ApiError> {
+    Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
+}
+
+/// `lnetctl set routing 0|1`.
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSet {
+    /// 1: forward for other nodes; 0: stop (advertised as routing disabled in the ping
+    /// info, pushed to the peers; messages already being forwarded go on).
+    #[schema(minimum = 0, maximum = 1)]
+    pub enable: i64,
+}
+
+/// Turns routing on or off (`lnetctl set routing 0|1`), kept in the store.
+#[utoipa::path(put, path = "/api/v1/routing", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = RoutingSet,
+    responses(
+        (status = 200, description = "Routing state after the change", body = RoutingDoc),
+        (status = 400, description = "Bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "enable is not 0 or 1", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn set_routing(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<RoutingSet>,
+) -> Result<Json<RoutingDoc>, ApiError> {
+    use lnet::tunables::TunableName;
+    let value: u32 = match req.enable {
+        0 => 0,
+        1 => 1,
+        v => {
+            return Err(ApiError::unprocessable(
+                "enable",
+                format!("routing {v}: expected 0 or 1"),
+            ))
+        }
+    };
+    let mut current = s.shared.tunables.lock().await;
+    let mut next = current.clone();
+    next.set(TunableName::Routing, i64::from(value))
+        .map_err(|e| ApiError::unprocessable("enable", e.to_string()))?;
+    if let Some(store) = &s.shared.config {
+        store
+            .set_tunable(TunableName::Routing, value)
+            .map_err(|e| ApiError::Internal {
+                message: format!("routing could not be kept: {e}"),
+            })?;
+    }
+    s.shared.node.set_tunables(next.clone()).await?;
+    *current = next;
+    drop(current);
+    s.admin_event(&admin.0, "set_routing", None, format!("routing={value}"));
     Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
 }

@@ -1,4 +1,5 @@
-//! `GET /api/v1/stats` and `GET /api/v1/counters`: the node's message counters.
+//! `GET /api/v1/stats`, `POST /api/v1/stats/reset` and `GET /api/v1/counters`: the node's
+//! message counters.
 
 use std::collections::BTreeMap;
 
@@ -8,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::Reader;
+use crate::extract::{Admin, Reader};
 use crate::state::AppState;
 
-use super::TAG_SHOW;
+use super::{TAG_CHANGE, TAG_SHOW};
 
 /// `lnetctl stats show`.
 #[utoipa::path(get, path = "/api/v1/stats", tag = TAG_SHOW,
@@ -25,7 +26,42 @@ pub(crate) async fn get_stats(
     State(s): State<AppState>,
     _r: Reader,
 ) -> Result<Json<lnet::show::StatsShow>, ApiError> {
-    Ok(Json(s.shared.node.stats_show().await?))
+    let now = s.shared.node.stats_show().await?;
+    let base = s
+        .shared
+        .stats_base
+        .lock()
+        .map_err(|_| ApiError::Internal {
+            message: "the stats baseline lock is poisoned".into(),
+        })?
+        .clone();
+    Ok(Json(match base {
+        Some(b) => now.since(&b),
+        None => now,
+    }))
+}
+
+/// `lnetctl stats reset`: `stats show` counts from now on (the gauges stay as they are).
+/// The Prometheus counters of `/metrics` are not reset, as counters must not go back.
+#[utoipa::path(post, path = "/api/v1/stats/reset", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The counters after the reset", body = lnet::show::StatsShow),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn reset_stats(
+    State(s): State<AppState>,
+    admin: Admin,
+) -> Result<Json<lnet::show::StatsShow>, ApiError> {
+    let now = s.shared.node.stats_show().await?;
+    let after = now.since(&now);
+    *s.shared.stats_base.lock().map_err(|_| ApiError::Internal {
+        message: "the stats baseline lock is poisoned".into(),
+    })? = Some(now);
+    s.admin_event(&admin.0, "reset_stats", None, String::new());
+    Ok(Json(after))
 }
 
 /// Node-wide counters.
