@@ -44,6 +44,8 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
             "/api/v1/nis/health".into(),
             json!({"value": 700}),
         ),
+        (Method::PUT, "/api/v1/routing".into(), json!({"enable": 0})),
+        (Method::POST, "/api/v1/stats/reset".into(), Value::Null),
         (
             Method::POST,
             "/api/v1/peer-nis/health".into(),
