@@ -13,10 +13,14 @@
 //! the LNDs and `recv_length` those received for this node; `errors` is 0, as the kernel
 //! never counts one.
 //!
+//! `interfaces:` and `lnd tunables:` are what the NI was started with
+//! ([`NiDescription`]), left out when nobody recorded them; `peer_buffer_credits` is the
+//! node's setting and `peer_timeout` 0 (the kernel's value with the aliveness rule off,
+//! which this node does not apply).
+//!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! the latency keys (0), `interfaces` (none), `udsp info` (-1,
-//! no rule), `peer_timeout` (180), `peer_buffer_credits` (0), the socklnd `lnd tunables`
-//! (`conns_per_peer` 1, `timeout` 50, `tos` -1), `dev cpt` (-1), `peer state` (0),
+//! the latency keys (0), `udsp info` (-1,
+//! no rule), `dev cpt` (-1), `peer state` (0),
 //! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI that never sent
 //! through this node (its tx credits), and in `stats show` `msgs_max` (0).
 //!
@@ -42,10 +46,20 @@ use lnet::{Net, Nid};
 use crate::ni::{LocalNiView, NiStats, PeerNiView, TypeCounts};
 use crate::node::{Node, NodeError};
 
-/// `peer_timeout` of a local NI as lnetctl shows it by default, seconds.
-const PEER_TIMEOUT: i32 = 180;
-/// socklnd's `timeout` LND tunable by default, seconds.
-const SOCKLND_TIMEOUT: u32 = 50;
+/// `peer_timeout` of a local NI: 0, as the kernel shows it when the peer aliveness rule
+/// is off (this node does not apply it).
+const PEER_TIMEOUT: i32 = 0;
+
+/// What `net show` prints of a local NI beyond what the node tracks: the interface it
+/// runs on and its LND's tunables, recorded by whoever started the NI
+/// ([`Node::describe_ni`]). Without one, `interfaces:` and `lnd tunables:` are left out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NiDescription {
+    /// `interfaces:` (`0: eth0`).
+    pub interfaces: Vec<String>,
+    /// `lnd tunables:`, as the LND runs with them.
+    pub lnd_tunables: Option<LndTunables>,
+}
 
 fn u32_of(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
@@ -110,6 +124,8 @@ fn lo_ni(n_cpts: usize) -> ShowNi {
 struct NiShowState<'a> {
     udsp: &'a UdspPolicy,
     peer_credits: u32,
+    peer_buffer_credits: u32,
+    description: Option<NiDescription>,
     n_cpts: usize,
     /// Whether this node advertises the NI up in its ping info.
     advertised_up: bool,
@@ -128,7 +144,11 @@ fn local_ni(v: &LocalNiView, st: &NiShowState<'_>) -> ShowNi {
             NiState::Up if st.advertised_up => NiStatus::Up,
             _ => NiStatus::Down,
         },
-        interfaces: Vec::new(),
+        interfaces: st
+            .description
+            .as_ref()
+            .map(|d| d.interfaces.clone())
+            .unwrap_or_default(),
         statistics: statistics(s),
         udsp: Some(udsp.local_ni_info(&v.nid)),
         sent_stats: msg_stats(&s.sent),
@@ -149,15 +169,10 @@ fn local_ni(v: &LocalNiView, st: &NiShowState<'_>) -> ShowNi {
         tunables: NiTunables {
             peer_timeout: PEER_TIMEOUT,
             peer_credits: i32::try_from(peer_credits).unwrap_or(i32::MAX),
-            peer_buffer_credits: 0,
+            peer_buffer_credits: i32::try_from(st.peer_buffer_credits).unwrap_or(i32::MAX),
             credits: i32::try_from(v.max_tx_credits).unwrap_or(i32::MAX),
         },
-        lnd_tunables: Some(LndTunables {
-            conns_per_peer: Some(1),
-            timeout: Some(SOCKLND_TIMEOUT),
-            tos: Some(-1),
-            ..LndTunables::default()
-        }),
+        lnd_tunables: st.description.as_ref().and_then(|d| d.lnd_tunables.clone()),
         dev_cpt: -1,
         cpt: cpts(n_cpts),
     }
@@ -227,7 +242,7 @@ impl Node {
     /// each NI with its live counters, health value, status and credits.
     pub async fn net_show(&self) -> Result<NetShow, NodeError> {
         let nis = self.local_nis().await?;
-        let (peer_credits, n_cpts) = self.show_settings().await?;
+        let (peer_credits, peer_buffer_credits, n_cpts) = self.show_settings().await?;
         let udsp = self.udsp().await?;
         let advertised: BTreeMap<Nid, bool> = self
             .ping_info()
@@ -245,6 +260,8 @@ impl Node {
             let st = NiShowState {
                 udsp: &udsp,
                 peer_credits,
+                peer_buffer_credits,
+                description: self.ni_description(&v.nid),
                 n_cpts,
                 advertised_up: advertised.get(&v.nid).copied().unwrap_or(false),
                 link_down: links_down.contains(&v.nid),

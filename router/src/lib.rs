@@ -16,6 +16,7 @@
 pub mod api;
 pub mod cli;
 pub mod demo;
+pub mod describe;
 pub mod link;
 pub mod locate;
 pub mod numa;

@@ -242,6 +242,7 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
     for ni in &plan.nis {
         let config = socklnd_config(ni, incarnation);
         let credits = config.credits;
+        let described = config.clone();
         let failed = |source| RunError::Ni {
             nid: ni.nid,
             listen: ni.listen,
@@ -257,8 +258,12 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
             .await
             .map_err(failed)?;
         let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
-        let device_node = crate::link::interface_of(ni.interface.as_deref(), addr)
-            .and_then(|i| crate::numa::interface_node(&i));
+        let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
+        node.describe_ni(
+            ni.nid,
+            crate::describe::socklnd(&described, interface.clone()),
+        );
+        let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
         node.set_ni_numa_node(ni.nid, device_node)
             .await
             .map_err(failed)?;
@@ -272,6 +277,9 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
             c.peer_credits = pc;
         }
         let credits = ni.credits.unwrap_or(256);
+        let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
+        let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
+        let description = crate::describe::o2iblnd(&c, interface);
         node.add_ni::<lnd::o2iblnd::O2ibLnd<actors::NodeHandler>>(c, credits)
             .await
             .map_err(|source| RunError::Ni {
@@ -282,6 +290,7 @@ async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunErro
                 )),
                 source,
             })?;
+        node.describe_ni(ni.nid, description);
         println!("lnet-router: NI {} on RDMA-CM port 987", ni.nid);
     }
     for p in &plan.peers {

@@ -127,7 +127,7 @@ lnet-router:
     let ours = shape(&out);
     let theirs = shape(&fixture("net-show-v4-o2ib.yaml"));
     // What the fixture has and ours has not: the o2iblnd tunables of its o2ib NI, and the
-    // interface it was configured on (ours are configured by NID alone).
+    // interface (ours are configured by NID alone, on addresses no interface carries).
     let missing: BTreeSet<&str> = theirs.difference(&ours).map(|k| k.trim()).collect();
     let expected: BTreeSet<&str> = [
         "0",

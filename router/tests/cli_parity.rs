@@ -64,6 +64,9 @@ async fn lnetctl_filters_lists_set_all_ping_and_discover() {
     - net type: tcp1
       local NI(s):
         - nid: 127.0.43.1@tcp1
+    - net type: tcp2
+      local NI(s):
+        - nid: 127.0.0.1@tcp2
 route:
     - net: tcp5
       gateway: 127.0.42.9@tcp
@@ -192,6 +195,17 @@ lnet-router:
         "{out}"
     );
     assert!(!out.contains("127.0.42.1@tcp"), "{out}");
+    // The interface an NI runs on (127.0.0.1 is `lo`'s) and its LND's tunables.
+    let (ok, out, err) = run(READER, &["net", "show", "--net", "tcp2", "-v", "3"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("            interfaces:\n                  0: lo\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("            lnd tunables:\n                  conns_per_peer: 1\n                  timeout: 50\n                  tos: -1\n"),
+        "{out}"
+    );
     let (ok, _, err) = run(READER, &["net", "show", "--net", "tcp7"]).await;
     assert!(!ok);
     assert!(err.contains("errno: -2"), "{err}");
@@ -236,7 +250,7 @@ lnet-router:
     let (ok, _, err) = run(ADMIN, &["net", "set", "--all", "--health", "400"]).await;
     assert!(ok, "{err}");
     let (_, out, _) = run(READER, &["net", "show", "-v", "3"]).await;
-    assert_eq!(out.matches("health value: 400").count(), 2, "{out}");
+    assert_eq!(out.matches("health value: 400").count(), 3, "{out}");
     let (ok, _, err) = run(ADMIN, &["net", "set", "--all", "--health", "1001"]).await;
     assert!(!ok);
     assert!(err.contains("errno: -22"), "{err}");

@@ -48,6 +48,8 @@ pub struct Node {
     pub(super) handler: Arc<NodeHandler>,
     pub(super) clock: Clock,
     pub(super) faults: FaultRules,
+    /// What the show documents print of each local NI beyond what the node tracks.
+    pub(super) descriptions: Arc<std::sync::Mutex<BTreeMap<Nid, crate::show::NiDescription>>>,
 }
 
 impl Node {
@@ -132,7 +134,21 @@ impl Node {
             }),
             clock,
             faults,
+            descriptions: Arc::default(),
         }
+    }
+
+    /// Records what `net show` prints of local NI `nid` beyond what the node tracks: the
+    /// interface it runs on and its LND's tunables, as the caller started it.
+    pub fn describe_ni(&self, nid: Nid, description: crate::show::NiDescription) {
+        if let Ok(mut d) = self.descriptions.lock() {
+            d.insert(nid, description);
+        }
+    }
+
+    /// The description of local NI `nid`, if one was recorded.
+    pub(crate) fn ni_description(&self, nid: &Nid) -> Option<crate::show::NiDescription> {
+        self.descriptions.lock().ok()?.get(nid).cloned()
     }
 
     /// The handler every LND of this node reports to.
@@ -431,9 +447,9 @@ impl Node {
         Ok(self.addr.send(LinksDown).await?)
     }
 
-    /// The default tx credits of a peer NI and the number of CPTs (for the show
-    /// documents).
-    pub(crate) async fn show_settings(&self) -> Result<(u32, usize), NodeError> {
+    /// The default tx credits of a peer NI, the peer router buffer credits and the number
+    /// of CPTs (for the show documents).
+    pub(crate) async fn show_settings(&self) -> Result<(u32, u32, usize), NodeError> {
         Ok(self.addr.send(ShowSettings).await?)
     }
 

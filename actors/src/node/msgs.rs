@@ -55,10 +55,10 @@ pub(super) struct SetTunables(pub(super) Tunables);
 #[rtype(result = "BTreeMap<&'static str, u64>")]
 pub(super) struct Counters;
 
-/// The settings the show documents print: the default peer NI tx credits and the number
-/// of CPTs.
+/// The settings the show documents print: the default peer NI tx credits, the peer
+/// router buffer credits and the number of CPTs.
 #[derive(Message)]
-#[rtype(result = "(u32, usize)")]
+#[rtype(result = "(u32, u32, usize)")]
 pub(super) struct ShowSettings;
 
 /// Replaces the UDSP rules.
@@ -264,7 +264,11 @@ impl Handler<ShowSettings> for LnetActor {
     type Result = MessageResult<ShowSettings>;
 
     fn handle(&mut self, _: ShowSettings, _ctx: &mut Context<Self>) -> MessageResult<ShowSettings> {
-        MessageResult((self.config.peer_credits, self.config.cpts.len()))
+        MessageResult((
+            self.config.peer_credits,
+            self.config.peer_buffer_credits,
+            self.config.cpts.len(),
+        ))
     }
 }
 

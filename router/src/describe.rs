@@ -1,0 +1,97 @@
+//! What `net show` prints of a started NI beyond what the node tracks: its interface and
+//! the tunables its LND runs with ([`actors::show::NiDescription`]).
+
+use std::time::Duration;
+
+use actors::show::NiDescription;
+use lnd::o2iblnd::credits::{clamp_concurrent_sends, clamp_peercredits_hiw};
+use lnd::o2iblnd::O2ibLndConfig;
+use lnd::socklnd::SockLndConfig;
+use lnet::config::LndTunables;
+
+fn secs(d: Duration) -> u32 {
+    u32::try_from(d.as_secs()).unwrap_or(u32::MAX)
+}
+
+/// A socklnd NI: `conns_per_peer` (0, "auto", is 1 here: the link speed is not known),
+/// `timeout` in seconds, and `tos` -1 (no type of service is set on its sockets).
+pub fn socklnd(c: &SockLndConfig, interface: Option<String>) -> NiDescription {
+    let cpp = if c.conns_per_peer == 0 {
+        lnd::socklnd::config::conns_per_peer_for_speed(None)
+    } else {
+        c.conns_per_peer
+    };
+    NiDescription {
+        interfaces: interface.into_iter().collect(),
+        lnd_tunables: Some(LndTunables {
+            conns_per_peer: Some(u16::try_from(cpp).unwrap_or(u16::MAX)),
+            timeout: Some(secs(c.timeout)),
+            tos: Some(-1),
+            ..LndTunables::default()
+        }),
+    }
+}
+
+/// An o2iblnd NI: `peercredits_hiw` and `concurrent_sends` as the LND clamps them,
+/// `map_on_demand` false (payloads are copied into buffers registered once; nothing is
+/// mapped per message), `ntx`, one connection per peer, `timeout` in seconds and `tos`
+/// -1. The FMR keys are left out: there is no FMR pool.
+pub fn o2iblnd(c: &O2ibLndConfig, interface: Option<String>) -> NiDescription {
+    NiDescription {
+        interfaces: interface.into_iter().collect(),
+        lnd_tunables: Some(LndTunables {
+            peercredits_hiw: Some(u32::from(clamp_peercredits_hiw(
+                c.peercredits_hiw,
+                c.peer_credits,
+            ))),
+            concurrent_sends: Some(u32::from(clamp_concurrent_sends(
+                c.version,
+                c.concurrent_sends,
+                c.peer_credits,
+            ))),
+            map_on_demand: Some(false),
+            ntx: Some(u16::try_from(c.ntx).unwrap_or(u16::MAX)),
+            conns_per_peer: Some(1),
+            timeout: Some(secs(c.timeout)),
+            tos: Some(-1),
+            ..LndTunables::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn o2ib_tunables_are_the_lnd_settings_in_lnetctl_keys() {
+        let c = O2ibLndConfig::new("10.0.0.1@o2ib".parse().unwrap(), 1);
+        let d = o2iblnd(&c, Some("ib0".to_owned()));
+        assert_eq!(d.interfaces, ["ib0"]);
+        let t = d.lnd_tunables.unwrap();
+        // The kernel's defaults for peer_credits 8 (the capture's values).
+        assert_eq!(t.peercredits_hiw, Some(4));
+        assert_eq!(t.concurrent_sends, Some(8));
+        assert_eq!(t.ntx, Some(u16::try_from(c.ntx).unwrap()));
+        assert_eq!(t.timeout, Some(u32::try_from(c.timeout.as_secs()).unwrap()));
+        assert_eq!((t.conns_per_peer, t.tos), (Some(1), Some(-1)));
+        assert_eq!(t.map_on_demand, Some(false));
+        assert_eq!(t.fmr_pool_size, None);
+    }
+
+    #[test]
+    fn socklnd_auto_conns_per_peer_is_one() {
+        let mut c = SockLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
+        c.conns_per_peer = 0;
+        let t = socklnd(&c, None).lnd_tunables.unwrap();
+        assert_eq!(t.conns_per_peer, Some(1));
+        assert_eq!(t.timeout, Some(u32::try_from(c.timeout.as_secs()).unwrap()));
+        c.conns_per_peer = 3;
+        assert_eq!(
+            socklnd(&c, None).lnd_tunables.unwrap().conns_per_peer,
+            Some(3)
+        );
+    }
+}
