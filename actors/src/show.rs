@@ -20,7 +20,8 @@
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
 //! the latency keys (0), `udsp info` (-1,
-//! no rule), `dev cpt` (-1), `peer state` (0),
+//! no rule), `dev cpt` (-1), the discovery bits of `peer state` (its Multi-Rail and
+//! configured bits are set),
 //! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI that never sent
 //! through this node (its tx credits), and in `stats show` `msgs_max` (0).
 //!
@@ -221,6 +222,24 @@ fn peer_ni(
     }
 }
 
+/// `LNET_PEER_MULTI_RAIL` of the kernel's peer state bits.
+const PEER_MULTI_RAIL: u32 = 1 << 0;
+/// `LNET_PEER_CONFIGURED`.
+const PEER_CONFIGURED: u32 = 1 << 3;
+
+/// `peer state`: the kernel's bits for what this node knows of the peer (Multi-Rail,
+/// configured); the discovery-progress bits are not tracked.
+fn peer_state(p: &crate::node::PeerView) -> u32 {
+    let mut s = 0;
+    if p.multi_rail {
+        s |= PEER_MULTI_RAIL;
+    }
+    if p.configured {
+        s |= PEER_CONFIGURED;
+    }
+    s
+}
+
 /// The sum over `nis` of `f`.
 fn total(nis: &[LocalNiView], f: impl Fn(&NiStats) -> u64) -> u64 {
     nis.iter()
@@ -306,7 +325,7 @@ impl Node {
                 .map(|p| ShowPeer {
                     primary_nid: p.primary,
                     multi_rail: p.multi_rail,
-                    peer_state: 0,
+                    peer_state: peer_state(p),
                     nis: p
                         .nis
                         .iter()

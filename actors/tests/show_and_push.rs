@@ -92,6 +92,8 @@ async fn show_documents_carry_the_live_counters_and_health() {
         assert_eq!(peers.peers.len(), 1, "{text}");
         assert_eq!(peers.peers[0].primary_nid, bn[0]);
         assert!(!peers.peers[0].multi_rail);
+        // Configured (LNET_PEER_CONFIGURED), not Multi-Rail.
+        assert_eq!(peers.peers[0].peer_state, 1 << 3, "{text}");
         let pni = &peers.peers[0].nis[0];
         assert_eq!(pni.nid, bn[0]);
         assert_eq!(pni.statistics.send_count, 4, "{text}");

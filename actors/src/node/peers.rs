@@ -129,6 +129,8 @@ pub struct PeerView {
     pub primary: Nid,
     /// Whether it is Multi-Rail.
     pub multi_rail: bool,
+    /// Whether it was configured (file or API) rather than learnt.
+    pub configured: bool,
     /// Its peer NIs.
     pub nis: Vec<PeerNiView>,
     /// Its NIDs with their status as its ping info or its last push gave it (true: up;
@@ -215,6 +217,7 @@ impl Handler<ListPeers> for LnetActor {
                 .map(|p| PeerView {
                     primary: p.primary,
                     multi_rail: p.multi_rail,
+                    configured: p.configured,
                     nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
                     nis: p
                         .nids
