@@ -871,6 +871,19 @@ async fn metrics_are_prometheus_text_with_the_lustre_exporter_names() {
         )
         .await;
     assert_eq!(ping.status, StatusCode::OK);
+    // Discovery pushes A's ping info to B (a PUT with a payload); A1's link goes down.
+    let discover = api
+        .call(
+            Method::POST,
+            "/api/v1/discover",
+            Some(ADMIN),
+            Some(json!({"nid": bn[0].to_string()})),
+        )
+        .await;
+    assert_eq!(discover.status, StatusCode::OK);
+    let pushed: web::PingResult = serde_json::from_str(&discover.text).unwrap();
+    assert_eq!(pushed.pushed, Some(true), "{pushed:?}");
+    api.node.set_ni_link(an[1], false).await.unwrap();
     api.call(
         Method::POST,
         &format!("/api/v1/peer-nis/{}/health", bn[0]),
@@ -902,6 +915,14 @@ async fn metrics_are_prometheus_text_with_the_lustre_exporter_names() {
     assert_eq!(value("lustre_lnet_ni_health", &[("nid", &a0)]), 1000.0);
     assert_eq!(value("lustre_health_value", &[("nid", "0@lo")]), 0.0);
     assert_eq!(value("lustre_lnet_ni_up", &[("nid", &a0)]), 1.0);
+    // Advertised down for its link: down as `net show` prints it.
+    assert_eq!(
+        value("lustre_lnet_ni_up", &[("nid", &an[1].to_string())]),
+        0.0
+    );
+    // Bytes: the ping reply and the push are payloads.
+    assert!(value("lustre_send_bytes_total", &[]) > 0.0);
+    assert!(value("lustre_receive_bytes_total", &[]) > 0.0);
     assert!(value("lustre_send_count_total", &[("nid", &a0)]) >= 1.0);
     assert!(value("lustre_receive_count_total", &[("nid", &a0)]) >= 1.0);
     assert_eq!(value("lustre_drop_count_total", &[("nid", &a0)]), 0.0);
