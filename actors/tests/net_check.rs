@@ -1,7 +1,8 @@
 //! The active net check of a router over the in-process fabric with a paused clock: a net
 //! whose first peer NI appears late is not advertised DOWN while its probe is answered,
 //! probe traffic is bounded per net and backs off on a quiet net that answers, it stops
-//! while the net carries traffic, and a dead peer NI does not make a healthy net DOWN.
+//! while the net carries traffic, a dead peer NI does not make a healthy net DOWN, and
+//! `net show` prints the NI of a net advertised DOWN as down.
 //! Topology: routers on tcp and tcp1, peer B on tcp1 (its probes answered), NIDs on tcp1
 //! that no node holds (dead peer NIs).
 
@@ -168,6 +169,49 @@ async fn a_dead_probed_peer_ni_does_not_make_a_net_down_while_another_answers() 
         // The probes stayed on B once the dead peer NI lost one: ~20, not ~240.
         let p = probes(&r).await;
         assert!((10..=25).contains(&p), "{p}");
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn net_show_prints_the_ni_of_a_silent_far_net_down_while_it_is_advertised_down() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r = router(&fabric, "10.0.0.2@tcp", "10.0.1.2@tcp1").await;
+        let b = start(&fabric, false, &[B]).await;
+        add_peers(&r, [nid(B)]).await;
+        let far = nid("10.0.1.2@tcp1");
+        let status = |show: &lnet::show::NetShow| {
+            show.nets
+                .iter()
+                .flat_map(|n| n.nis.iter())
+                .find(|n| n.nid == far)
+                .map(|n| (n.status, n.health_stats.fatal_error))
+                .unwrap()
+        };
+        use lnet::config::NiStatus;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert_eq!(status(&r.net_show().await.unwrap()), (NiStatus::Up, 0));
+        // B stops answering: tcp1 goes silent and is advertised DOWN.
+        let mut events = r.events().subscribe();
+        let deaf = b
+            .add_fault_rule(
+                FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All)
+                    .on(FaultPath::Receive),
+            )
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert!(!tcp1_downs(&mut events).is_empty(), "tcp1 went DOWN");
+        let info = r.ping_info().await.unwrap();
+        assert!(info.statuses().any(|(n, s)| n == far && !s.is_up()));
+        // As the kernel: `status: down` (the link is up: no fatal error).
+        assert_eq!(status(&r.net_show().await.unwrap()), (NiStatus::Down, 0));
+        // B answers again: up again.
+        assert!(b.remove_fault_rule(deaf));
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        assert_eq!(status(&r.net_show().await.unwrap()), (NiStatus::Up, 0));
     })
     .await
     .unwrap();
