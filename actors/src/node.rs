@@ -57,6 +57,7 @@ mod faults;
 mod forward;
 mod handle;
 mod lnd_glue;
+mod msg_table;
 mod msgs;
 mod peers;
 mod recv;
@@ -189,7 +190,7 @@ pub struct LnetActor {
     ni_order: Vec<Nid>,
     peers: PeerTable,
     peer_nis: HashMap<Nid, PeerNiEntry>,
-    msgs: HashMap<u64, OutMsg>,
+    msgs: msg_table::MsgTable<OutMsg>,
     attempts: HashMap<TxId, u64>,
     txns: HashMap<u64, Txn>,
     /// The open transactions by deadline; one timer, armed for the earliest of them.

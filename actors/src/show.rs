@@ -8,10 +8,10 @@
 //! while its link is down, its net is silent (the net check) or the node drains, as the
 //! kernel shows an NI it advertises down. `fatal_error` is 1 while its link is down;
 //! `ping_count` and `next_ping` (seconds of the node's clock) come from the recovery
-//! queues. In `stats show`, `msgs_alloc` is the messages in flight, `rst_alloc` the
-//! transactions waiting for their ACK or REPLY, `send_length` the payload bytes handed to
-//! the LNDs and `recv_length` those received for this node; `errors` is 0, as the kernel
-//! never counts one.
+//! queues. In `stats show`, `msgs_alloc` is the messages in flight, `msgs_max` the most
+//! there have been at once, `rst_alloc` the transactions waiting for their ACK or REPLY,
+//! `send_length` the payload bytes handed to the LNDs and `recv_length` those received
+//! for this node; `errors` is 0, as the kernel never counts one.
 //!
 //! `interfaces:` and `lnd tunables:` are what the NI was started with
 //! ([`NiDescription`]), left out when nobody recorded them; `peer_buffer_credits` is the
@@ -19,11 +19,10 @@
 //! which this node does not apply).
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! the latency keys (0), `udsp info` (-1,
-//! no rule), `dev cpt` (-1), the discovery bits of `peer state` (its Multi-Rail and
-//! configured bits are set),
-//! `tx_q_num_of_buf` (0), `refcount` (1), the router credits of a peer NI that never sent
-//! through this node (its tx credits), and in `stats show` `msgs_max` (0).
+//! the latency keys (0), `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of
+//! `peer state` (its Multi-Rail and configured bits are set), `tx_q_num_of_buf` (0),
+//! `refcount` (1), the router credits of a peer NI that never sent through this node (its
+//! tx credits).
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
 //! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
@@ -347,7 +346,7 @@ impl Node {
         let f = |s| failures(&nis, s);
         Ok(StatsShow {
             msgs_alloc: counter(&c, "msgs_alloc"),
-            msgs_max: 0,
+            msgs_max: counter(&c, "msgs_max"),
             rst_alloc: counter(&c, "rst_alloc"),
             errors: 0,
             send_count: total(&nis, |s| s.send_count),

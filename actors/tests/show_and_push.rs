@@ -137,6 +137,8 @@ async fn show_documents_carry_the_live_counters_and_health() {
         assert_eq!(stats.send_length, 4 * 7, "{text}");
         assert_eq!(stats.recv_length, 0, "{text}");
         assert_eq!((stats.msgs_alloc, stats.rst_alloc), (0, 0), "{text}");
+        // The PUTs went one after the other: one message (with its ACK wait) at a time.
+        assert_eq!(stats.msgs_max, 1, "{text}");
         let bstats = b.stats_show().await.unwrap();
         assert_eq!(bstats.recv_length, 3 * 7);
         assert_eq!(bstats.send_length, 0, "ACKs carry no payload");

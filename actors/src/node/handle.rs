@@ -97,7 +97,7 @@ impl Node {
             ni_order: Vec::new(),
             peers: PeerTable::default(),
             peer_nis: HashMap::new(),
-            msgs: HashMap::new(),
+            msgs: super::msg_table::MsgTable::default(),
             attempts: HashMap::new(),
             txns: HashMap::new(),
             txn_deadlines: BTreeSet::new(),

@@ -277,12 +277,12 @@ impl Handler<Counters> for LnetActor {
 
     fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
         let mut c = self.counters.clone();
-        // Gauges of `stats show`: the messages in flight (`msgs_alloc`) and the
-        // transactions waiting for their ACK or REPLY (`rst_alloc`, the response trackers).
-        c.insert(
-            "msgs_alloc",
-            u64::try_from(self.msgs.len()).unwrap_or(u64::MAX),
-        );
+        // Gauges of `stats show`: the messages in flight (`msgs_alloc`), the most there
+        // have been at once (`msgs_max`) and the transactions waiting for their ACK or
+        // REPLY (`rst_alloc`, the response trackers).
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        c.insert("msgs_alloc", n(self.msgs.len()));
+        c.insert("msgs_max", n(self.msgs.max()));
         let waiting = self
             .txns
             .values()
