@@ -41,7 +41,7 @@ pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
     BadPeerReason, DiscoveredPeer, FailReason, GetRequest, LndStartError, MdSpec, MsgEvent,
-    MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerView, PingReply,
-    PutRequest, Transaction,
+    MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerBusyReason, PeerView,
+    PingReply, PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};

@@ -69,7 +69,7 @@ mod txn;
 
 pub use config::NodeConfig;
 pub use discovery::{DiscoveredPeer, PingFailure, PingReply};
-pub use error::{BadPeerReason, LndStartError, NodeError};
+pub use error::{BadPeerReason, LndStartError, NodeError, PeerBusyReason};
 pub use forward::Drained;
 pub use handle::Node;
 pub use lnd_glue::NodeHandler;

@@ -281,6 +281,20 @@ impl ConfigStore for StoreConfig {
             })
             .map_err(kept)
     }
+
+    fn delete_peer(&self, primary: Nid, nids: &[Nid]) -> Result<(), SinkError> {
+        let done = |r: Result<(), store::StoreError>| match r {
+            Err(store::StoreError::NotFound { .. }) => Ok(()),
+            r => r.map_err(kept),
+        };
+        if nids.is_empty() {
+            return done(self.0.delete_peer(&primary));
+        }
+        for nid in nids {
+            done(self.0.delete_peer_ni(&primary, nid))?;
+        }
+        Ok(())
+    }
 }
 
 /// Starts the API for `node`.

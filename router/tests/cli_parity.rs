@@ -1,8 +1,8 @@
 //! lnetctl parity of the CLI against a running daemon over HTTPS: connection flags
 //! anywhere on the line, the show filters, `peer list`, `net|peer set --all --health`,
 //! `ping` (reader tokens; several NIDs; lnetctl's units and error list) and `discover`
-//! (a `discover:` document), `stats reset` and `set routing 0|1`, against a real peer node
-//! over socklnd.
+//! (a `discover:` document), `stats reset`, `set routing 0|1` and `peer del`, against a
+//! real peer node over socklnd.
 
 #![allow(
     clippy::unwrap_used,
@@ -75,6 +75,12 @@ route:
     - net: tcp6
       gateway: 127.0.42.2@tcp
       hop: 1
+peer:
+    - primary nid: 127.0.42.50@tcp
+      Multi-Rail: true
+      peer ni:
+        - nid: 127.0.42.50@tcp
+        - nid: 127.0.42.51@tcp
 routing:
     enable: 1
 lnet-router:
@@ -225,6 +231,64 @@ lnet-router:
     assert!(out.starts_with("peer list:\n"), "{out}");
     assert!(out.contains("    - nid: 127.0.42.2@tcp\n"), "{out}");
 
+    // peer del: a router is busy; the primary NID goes only alone; kept in the store.
+    let (ok, _, err) = run(ADMIN, &["peer", "del", "--prim_nid", "127.0.42.2@tcp"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("del:\n    - peer:\n          errno: -16\n"),
+        "{err}"
+    );
+    let (ok, _, err) = run(
+        ADMIN,
+        &[
+            "peer",
+            "del",
+            "--prim_nid",
+            "127.0.42.50@tcp",
+            "--nid",
+            "127.0.42.50@tcp",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -16"), "{err}");
+    let (ok, _, err) = run(
+        READER,
+        &[
+            "peer",
+            "del",
+            "--prim_nid",
+            "127.0.42.50@tcp",
+            "--nid",
+            "127.0.42.51@tcp",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -1"), "{err}");
+    let (ok, _, err) = run(
+        ADMIN,
+        &[
+            "peer",
+            "del",
+            "--prim_nid",
+            "127.0.42.50@tcp",
+            "--nid",
+            "127.0.42.51@tcp",
+        ],
+    )
+    .await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(READER, &["peer", "show", "--nid", "127.0.42.50@tcp"]).await;
+    assert!(!out.contains("127.0.42.51@tcp"), "{out}");
+    let (ok, _, err) = run(ADMIN, &["peer", "del", "--prim_nid", "127.0.42.50@tcp"]).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(READER, &["peer", "list"]).await;
+    assert!(!out.contains("127.0.42.50@tcp"), "{out}");
+    let (ok, _, err) = run(ADMIN, &["peer", "del", "--prim_nid", "127.0.42.50@tcp"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -2"), "{err}");
+
     // route show filters, -v 4 accepted.
     let (ok, out, err) = run(READER, &["route", "show", "--net", "tcp5", "-v", "4"]).await;
     assert!(ok, "{err}");
@@ -347,6 +411,11 @@ lnet-router:
     .expect("bounded");
     let (_, out, _) = run(READER, &["routing", "show"]).await;
     assert!(out.contains("enable: 0"), "{out}");
+    let (_, out, _) = run(READER, &["peer", "list"]).await;
+    assert!(
+        !out.contains("127.0.42.50@tcp"),
+        "the deleted peer stays deleted: {out}"
+    );
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");

@@ -189,6 +189,10 @@ impl From<actors::NodeError> for ApiError {
         match e {
             N::NoSuchNi { nid } => ApiError::not_found("nid", format!("no local NI {nid}")),
             N::NoSuchPeerNi { nid } => ApiError::not_found("nid", format!("no peer NI {nid}")),
+            N::NoSuchPeer { nid } => {
+                ApiError::not_found("primary_nid", format!("no peer with primary NID {nid}"))
+            }
+            N::PeerBusy { .. } => ApiError::conflict("primary_nid", e.to_string()),
             N::BadPeer { reason } => ApiError::unprocessable("nids", reason.to_string()),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
             N::Busy { max } => conflict(format!("too many messages in flight ({max}); try again")),
@@ -320,6 +324,14 @@ mod tests {
             (N::NiExists { nid }, StatusCode::CONFLICT),
             (N::NoSuchNi { nid }, StatusCode::NOT_FOUND),
             (N::NoSuchPeerNi { nid }, StatusCode::NOT_FOUND),
+            (N::NoSuchPeer { nid }, StatusCode::NOT_FOUND),
+            (
+                N::PeerBusy {
+                    nid,
+                    reason: actors::PeerBusyReason::Gateway,
+                },
+                StatusCode::CONFLICT,
+            ),
             (
                 N::BadPeer {
                     reason: actors::BadPeerReason::NoUsableNid,

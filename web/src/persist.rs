@@ -20,6 +20,10 @@ pub trait ConfigStore: Send + Sync + 'static {
     fn set_tunable(&self, name: TunableName, value: u32) -> Result<(), SinkError>;
     /// A peer was added (or replaced).
     fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError>;
+
+    /// Deletes peer `primary` (all of it when `nids` is empty, else those NIDs) from what
+    /// is kept; a peer that was never kept (learnt from traffic) is not an error.
+    fn delete_peer(&self, primary: Nid, nids: &[Nid]) -> Result<(), SinkError>;
     /// A fault rule was added under id `id` (the rule names its local NI).
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError>;
     /// Fault rule `id` of local NI `ni` was removed.

@@ -56,6 +56,8 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(api::nets::get_nets))
         .routes(routes!(api::peers::get_peers, api::peers::add_peer))
+        .routes(routes!(api::peers::delete_peer))
+        .routes(routes!(api::peers::delete_peer_nid))
         .routes(routes!(api::stats::get_stats))
         .routes(routes!(api::stats::reset_stats))
         .routes(routes!(api::global::get_global, api::global::put_global))

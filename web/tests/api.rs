@@ -45,6 +45,7 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
             json!({"value": 700}),
         ),
         (Method::PUT, "/api/v1/routing".into(), json!({"enable": 0})),
+        (Method::DELETE, format!("/api/v1/peers/{b0}"), Value::Null),
         (Method::POST, "/api/v1/stats/reset".into(), Value::Null),
         (
             Method::POST,
@@ -999,6 +1000,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         ("POST", "/api/v1/peer-nis/health"),
         ("PUT", "/api/v1/routing"),
         ("POST", "/api/v1/stats/reset"),
+        ("DELETE", "/api/v1/peers/{primary_nid}"),
+        ("DELETE", "/api/v1/peers/{primary_nid}/nids/{nid}"),
         ("POST", "/api/v1/ping"),
         ("POST", "/api/v1/discover"),
         ("GET", "/api/v1/nis/{nid}/fault-rules"),

@@ -44,6 +44,21 @@ pub enum NodeError {
         /// The NID.
         nid: Nid,
     },
+    /// No peer has this primary NID.
+    #[error("no peer with primary NID {nid}")]
+    NoSuchPeer {
+        /// The NID.
+        nid: Nid,
+    },
+    /// The peer cannot be deleted as asked: it is a gateway of a route, or the NID to
+    /// delete is its primary NID while it has others.
+    #[error("peer {nid} is busy: {reason}")]
+    PeerBusy {
+        /// The peer's primary NID.
+        nid: Nid,
+        /// Why.
+        reason: PeerBusyReason,
+    },
     /// A peer needs at least one NID, none of them this node's own.
     #[error("bad peer: {reason}")]
     BadPeer {
@@ -93,6 +108,18 @@ impl PartialEq for LndStartError {
 }
 
 impl Eq for LndStartError {}
+
+/// Why a peer cannot be deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerBusyReason {
+    /// It is the gateway of a route (`lnetctl`: a router cannot be deleted).
+    #[error("it is a router (the gateway of a route)")]
+    Gateway,
+    /// The NID to delete is its primary NID and it has other NIDs.
+    #[error("the primary NID goes only with the whole peer")]
+    PrimaryWithOthers,
+}
 
 /// Why a configured peer was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

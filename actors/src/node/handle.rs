@@ -26,7 +26,7 @@ use super::msgs::{
     AddNi, Counters, GetUdsp, LinksDown, ListNis, ListRecovery, RemoveNi, SetNiHealth,
     SetNiNumaNode, SetTunables, SetUdsp, ShowSettings,
 };
-use super::peers::{AddPeer, ListPeers, PeerTable, PeerView};
+use super::peers::{AddPeer, DelPeer, ListPeers, PeerTable, PeerView};
 use super::recv::{Attach, MdSpec};
 use super::router_check::SetLink;
 use super::routes::{AddRoute, DelRoute, ListRoutes, RouteView, Routes, RoutingShow, RoutingState};
@@ -440,6 +440,14 @@ impl Node {
     /// `response_timeout_count`, `late_messages`, `drop_count`).
     pub async fn counters(&self) -> Result<BTreeMap<&'static str, u64>, NodeError> {
         Ok(self.addr.send(Counters).await?)
+    }
+
+    /// Deletes the peer whose primary NID is `primary` (`lnetctl peer del --prim_nid`), or
+    /// only its NIDs `nids` when some are given (`--nid`). Refused for a peer that is a
+    /// gateway of a route, and for its primary NID while it has others. Its peer NIs'
+    /// state (health, credits, counters) is kept for when it comes back.
+    pub async fn del_peer(&self, primary: Nid, nids: Vec<Nid>) -> Result<(), NodeError> {
+        self.addr.send(DelPeer { primary, nids }).await?
     }
 
     /// The local NIs whose link is down (for the show documents).

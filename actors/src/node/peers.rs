@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use actix::prelude::*;
 use lnet::Nid;
 
-use super::error::{BadPeerReason, NodeError};
+use super::error::{BadPeerReason, NodeError, PeerBusyReason};
 use super::{LnetActor, PeerNiEntry};
 use crate::ni::{PeerNiActor, PeerNiView};
 
@@ -183,6 +183,55 @@ impl LnetActor {
             self.ensure_peer_ni(*nid);
         }
         self.peers.set(primary, nids, multi_rail, configured);
+    }
+}
+
+/// Deletes a peer (`lnetctl peer del --prim_nid P`), or some of its NIDs (`--nid`).
+#[derive(Message)]
+#[rtype(result = "Result<(), NodeError>")]
+pub(super) struct DelPeer {
+    pub(super) primary: Nid,
+    /// The NIDs to delete; empty: the whole peer.
+    pub(super) nids: Vec<Nid>,
+}
+
+impl Handler<DelPeer> for LnetActor {
+    type Result = Result<(), NodeError>;
+
+    fn handle(&mut self, m: DelPeer, _ctx: &mut Context<Self>) -> Result<(), NodeError> {
+        let Some((nids, multi_rail, configured)) = self
+            .peers
+            .by_primary_mut(&m.primary)
+            .map(|p| (p.nids.clone(), p.multi_rail, p.configured))
+        else {
+            return Err(NodeError::NoSuchPeer { nid: m.primary });
+        };
+        let busy = |reason| NodeError::PeerBusy {
+            nid: m.primary,
+            reason,
+        };
+        let keep: Vec<Nid> = if m.nids.is_empty() {
+            Vec::new()
+        } else {
+            if let Some(n) = m.nids.iter().find(|n| !nids.contains(n)) {
+                return Err(NodeError::NoSuchPeerNi { nid: *n });
+            }
+            nids.iter()
+                .filter(|n| !m.nids.contains(n))
+                .copied()
+                .collect()
+        };
+        if m.nids.contains(&m.primary) && !keep.is_empty() {
+            return Err(busy(PeerBusyReason::PrimaryWithOthers));
+        }
+        if nids
+            .iter()
+            .any(|n| !keep.contains(n) && self.routes.is_gateway(n))
+        {
+            return Err(busy(PeerBusyReason::Gateway));
+        }
+        self.peers.set(m.primary, keep, multi_rail, configured);
+        Ok(())
     }
 }
 

@@ -203,6 +203,18 @@ pub enum PeerCmd {
     },
     /// The primary NIDs of the peers.
     List,
+    /// Delete a peer, or some of its NIDs.
+    Del {
+        /// The peer's primary NID.
+        #[arg(long = "prim_nid", alias = "prim-nid")]
+        prim_nid: String,
+        /// Only these NIDs (separated by commas).
+        #[arg(short = 'n', long)]
+        nid: Option<String>,
+        /// Accepted for lnetctl's spelling: no primary NID here is locked.
+        #[arg(short = 'f', long)]
+        force: bool,
+    },
 }
 
 /// `route ...`.
@@ -311,6 +323,40 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
         Ctl::Peer {
             what: PeerCmd::List,
         } => show::peer_list(c).await,
+        Ctl::Peer {
+            what: PeerCmd::Del { prim_nid, nid, .. },
+        } => {
+            let cl = Client::new(c, "del", "peer")?;
+            // EBUSY for a router or a primary NID that does not go alone, as the kernel.
+            let busy = |mut e: CtlError| {
+                if e.errno == -17 {
+                    e.errno = -16;
+                }
+                e
+            };
+            let mut answers = Vec::new();
+            match nid {
+                None => answers.push(
+                    cl.delete(&format!("/api/v1/peers/{prim_nid}"))
+                        .await
+                        .map_err(busy)?,
+                ),
+                Some(list) => {
+                    for n in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                        answers.push(
+                            cl.delete(&format!("/api/v1/peers/{prim_nid}/nids/{n}"))
+                                .await
+                                .map_err(busy)?,
+                        );
+                    }
+                }
+            }
+            Ok(if c.json {
+                json(&serde_json::Value::Array(answers))
+            } else {
+                String::new()
+            })
+        }
         Ctl::Route {
             what:
                 RouteCmd::Show {

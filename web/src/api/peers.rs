@@ -4,11 +4,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use lnet::{Net, Nid};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Admin, Body, Reader};
+use crate::extract::{Admin, Body, PathParams, Reader};
 use crate::state::AppState;
 
 use super::{parse_nid, TAG_CHANGE, TAG_SHOW};
@@ -102,4 +102,104 @@ pub(crate) async fn add_peer(
         format!("nids={} multi_rail={multi_rail}", list.join(",")),
     );
     Ok((StatusCode::CREATED, Json(doc)))
+}
+
+/// What a peer deletion removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PeerDeleted {
+    /// The peer's primary NID.
+    pub primary_nid: String,
+    /// The NIDs deleted (every NID of the peer when it was deleted whole).
+    pub nids: Vec<String>,
+    /// The id of the admin event recorded.
+    pub event_id: u64,
+}
+
+async fn delete(
+    s: &AppState,
+    admin: &Admin,
+    primary_text: &str,
+    nid_text: Option<&str>,
+) -> Result<PeerDeleted, ApiError> {
+    let primary = parse_nid("primary_nid", primary_text)?;
+    let nids: Vec<Nid> = nid_text
+        .map(|n| parse_nid("nid", n))
+        .transpose()?
+        .into_iter()
+        .collect();
+    let node = &s.shared.node;
+    let before: Vec<Nid> = node
+        .peers()
+        .await?
+        .into_iter()
+        .find(|p| p.primary == primary)
+        .map(|p| p.nids.into_iter().map(|(n, _)| n).collect())
+        .unwrap_or_default();
+    node.del_peer(primary, nids.clone()).await?;
+    if let Some(store) = &s.shared.config {
+        store
+            .delete_peer(primary, &nids)
+            .map_err(|e| ApiError::Internal {
+                message: format!("the deletion could not be kept: {e}"),
+            })?;
+    }
+    let removed = if nids.is_empty() { before } else { nids };
+    let list: Vec<String> = removed.iter().map(Nid::to_string).collect();
+    let event = s.admin_event(
+        &admin.0,
+        "delete_peer",
+        Some(primary.to_string()),
+        format!("nids={}", list.join(",")),
+    );
+    Ok(PeerDeleted {
+        primary_nid: primary.to_string(),
+        nids: list,
+        event_id: event.id,
+    })
+}
+
+/// Deletes a peer (`lnetctl peer del --prim_nid NID`), kept in the store.
+#[utoipa::path(delete, path = "/api/v1/peers/{primary_nid}", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    params(("primary_nid" = String, Path, description = "The peer's primary NID", example = "10.0.1.1@tcp")),
+    responses(
+        (status = 200, description = "What was deleted", body = PeerDeleted),
+        (status = 400, description = "Not a NID", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 404, description = "No peer has this primary NID", body = ErrorBody),
+        (status = 409, description = "The peer is the gateway of a route", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn delete_peer(
+    State(s): State<AppState>,
+    admin: Admin,
+    PathParams(primary): PathParams<String>,
+) -> Result<Json<PeerDeleted>, ApiError> {
+    Ok(Json(delete(&s, &admin, &primary, None).await?))
+}
+
+/// Deletes one NID of a peer (`lnetctl peer del --prim_nid P --nid N`), kept in the store.
+#[utoipa::path(delete, path = "/api/v1/peers/{primary_nid}/nids/{nid}", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    params(
+        ("primary_nid" = String, Path, description = "The peer's primary NID", example = "10.0.1.1@tcp"),
+        ("nid" = String, Path, description = "The NID to delete", example = "10.0.2.1@tcp1"),
+    ),
+    responses(
+        (status = 200, description = "What was deleted", body = PeerDeleted),
+        (status = 400, description = "Not a NID", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 404, description = "No such peer, or the peer has no such NID", body = ErrorBody),
+        (status = 409, description = "A gateway NID, or the primary NID while the peer has others", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn delete_peer_nid(
+    State(s): State<AppState>,
+    admin: Admin,
+    PathParams((primary, nid)): PathParams<(String, String)>,
+) -> Result<Json<PeerDeleted>, ApiError> {
+    Ok(Json(delete(&s, &admin, &primary, Some(&nid)).await?))
 }
