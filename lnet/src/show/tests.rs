@@ -534,6 +534,34 @@ fn ping_matches_kernel() {
 }
 
 #[test]
+fn discover_and_failed_pings_keep_the_ping_layout() {
+    let m = PingShow {
+        primary_nid: nid("10.0.0.1@tcp"),
+        multi_rail: false,
+        peer_nis: vec![nid("10.0.0.1@tcp"), nid("10.0.0.2@o2ib")],
+    };
+    // `discover` prints the kernel's ping document under `discover:`.
+    let want = fixture(K, "ping.yaml").replacen("ping:", "discover:", 1);
+    assert_same(
+        &PingShow::list_to_yaml("discover", &[m.clone()], &[]),
+        &want,
+    );
+    // NIDs that did not answer follow under `manage:`, with errno and descr.
+    let failed = PingFailureShow {
+        errno: -110,
+        descr: "failed to ping 10.0.0.9@tcp: Connection timed out".to_owned(),
+    };
+    let text = PingShow::list_to_yaml("ping", &[m], &[failed]);
+    assert!(
+        text.ends_with(
+            "manage:\n- ping: \"\"\n  errno: -110\n  descr: \"failed to ping 10.0.0.9@tcp: Connection timed out\"\n"
+        ),
+        "{text}"
+    );
+    assert!(text.starts_with(&fixture(K, "ping.yaml")), "{text}");
+}
+
+#[test]
 fn debug_recovery_lists_nids_by_index() {
     let local = RecoveryShow {
         kind: RecoveryKind::Local,
