@@ -53,12 +53,14 @@
 mod config;
 mod discovery;
 mod error;
+mod fast_path;
 mod faults;
 mod forward;
 mod handle;
 mod lnd_glue;
 mod msgs;
 mod peers;
+mod publish;
 mod recv;
 mod router_check;
 mod routes;
@@ -69,6 +71,7 @@ mod txn;
 pub use config::NodeConfig;
 pub use discovery::{DiscoveredPeer, PingFailure, PingReply};
 pub use error::{BadPeerReason, LndStartError, NodeError};
+pub use fast_path::ForwardingCounts;
 pub use forward::Drained;
 pub use handle::Node;
 pub use lnd_glue::NodeHandler;
@@ -94,6 +97,7 @@ use crate::driver::Driver;
 use crate::events::EventBus;
 use crate::fault::FaultRules;
 use crate::ni::{LocalNiActor, LocalNiView, PeerNiActor, PeerNiView};
+use crate::ni_cell::NiCell;
 use crate::recovery::{PingDue, RecoveryActor};
 use crate::router::{RouterActor, Ticket};
 use lnd_glue::RxPolicy;
@@ -113,13 +117,13 @@ struct LocalNiEntry {
     /// The NUMA node of its device, if known.
     numa_node: Option<u32>,
     view: watch::Receiver<LocalNiView>,
-    seq: u64,
+    cell: Arc<NiCell>,
 }
 
 struct PeerNiEntry {
     addr: Addr<PeerNiActor>,
     view: watch::Receiver<PeerNiView>,
-    seq: u64,
+    cell: Arc<NiCell>,
 }
 
 /// One message to send (a PUT, GET, ACK or REPLY) across its attempts.
@@ -205,8 +209,11 @@ pub struct LnetActor {
     counters: BTreeMap<&'static str, u64>,
     next_cpt: usize,
     router: Addr<RouterActor>,
+    path: Arc<fast_path::ForwardPath>,
     policy: watch::Sender<RxPolicy>,
     routes: Routes,
+    /// Traffic the forwarding path heard, for the net check.
+    path_heard: publish::PathHeard,
 }
 
 impl std::fmt::Debug for LnetActor {
@@ -222,7 +229,11 @@ impl Actor for LnetActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(LNET_MAILBOX);
-        ctx.run_interval(router_check::ROUTER_TICK, |act, ctx| act.router_tick(ctx));
+        ctx.run_interval(router_check::ROUTER_TICK, |act, ctx| {
+            act.path_heard(ctx);
+            act.router_tick(ctx);
+            act.publish_forward();
+        });
         let config = RecoveryConfig::from(&self.config.tunables);
         let me = ctx.address().recipient::<PingDue>();
         self.local_recovery = Some(
@@ -281,12 +292,13 @@ impl LnetActor {
     }
 
     /// Tells the receiving side this node's NIDs and whether it forwards.
-    fn update_policy(&self) {
+    fn update_policy(&mut self) {
         let policy = RxPolicy {
             local: self.nis.keys().copied().collect(),
             routing: self.config.tunables.routing(),
         };
         self.policy.send_replace(policy);
+        self.publish_forward();
     }
 
     fn recovery(&self, kind: RecoveryKind) -> Option<&Addr<RecoveryActor>> {

@@ -86,7 +86,7 @@ impl Handler<AddNi> for LnetActor {
         }
         let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
         let driver = Arc::clone(&m.driver);
-        let (actor, view) = LocalNiActor::new(
+        let (actor, view, cell) = LocalNiActor::new(
             m.driver,
             m.credits,
             self.clock,
@@ -123,7 +123,7 @@ impl Handler<AddNi> for LnetActor {
                 driver,
                 numa_node: None,
                 view,
-                seq: 0,
+                cell,
             },
         );
         self.ni_order.push(nid);
@@ -162,7 +162,7 @@ impl Handler<ListNis> for LnetActor {
             self.ni_order
                 .iter()
                 .filter_map(|n| self.nis.get(n))
-                .map(|e| e.view.borrow().clone())
+                .map(|e| e.view.borrow().with_cell(&e.cell))
                 .collect(),
         )
     }
@@ -229,6 +229,7 @@ impl Handler<SetUdsp> for LnetActor {
 
     fn handle(&mut self, SetUdsp(policy): SetUdsp, _ctx: &mut Context<Self>) {
         self.config.udsp = policy;
+        self.publish_forward();
     }
 }
 
@@ -266,6 +267,8 @@ impl Handler<Counters> for LnetActor {
     type Result = MessageResult<Counters>;
 
     fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
-        MessageResult(self.counters.clone())
+        let mut counters = self.counters.clone();
+        self.path.add_counts(&mut counters);
+        MessageResult(counters)
     }
 }
