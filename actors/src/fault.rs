@@ -10,6 +10,7 @@
 //! On receive: a drop discards the message silently (its payload is read and thrown
 //! away); a delay holds it (and the connection it came on) that long.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use lnet::fault::{
@@ -23,6 +24,9 @@ use crate::clock::Clock;
 #[derive(Debug, Clone)]
 pub struct FaultRules {
     table: Arc<Mutex<FaultTable>>,
+    /// How many rules the table holds, so that a node without rules checks a message
+    /// without taking the lock.
+    count: Arc<AtomicUsize>,
     clock: Clock,
 }
 
@@ -31,6 +35,7 @@ impl FaultRules {
     pub fn new(clock: Clock) -> FaultRules {
         FaultRules {
             table: Arc::new(Mutex::new(FaultTable::new())),
+            count: Arc::new(AtomicUsize::new(0)),
             clock,
         }
     }
@@ -40,10 +45,23 @@ impl FaultRules {
         self.table.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Runs `change` on the table and keeps the rule count up to date.
+    fn change<R>(&self, change: impl FnOnce(&mut FaultTable) -> R) -> R {
+        let mut table = self.lock();
+        let r = change(&mut table);
+        self.count.store(table.rules().len(), Ordering::Release);
+        r
+    }
+
+    /// Whether there is no rule.
+    pub fn is_empty(&self) -> bool {
+        self.count.load(Ordering::Acquire) == 0
+    }
+
     /// Adds a rule; it applies from now on.
     pub fn add(&self, rule: FaultRule) -> Result<RuleId, FaultAddError> {
         let now = self.clock.now();
-        let id = self.lock().add(rule.clone(), now)?;
+        let id = self.change(|t| t.add(rule.clone(), now))?;
         tracing::info!(?id, ?rule, "fault rule added");
         Ok(id)
     }
@@ -51,19 +69,19 @@ impl FaultRules {
     /// Adds a rule under id `id` (a rule kept across a restart).
     pub fn insert(&self, id: RuleId, rule: FaultRule) -> Result<(), FaultAddError> {
         let now = self.clock.now();
-        self.lock().insert(id, rule.clone(), now)?;
+        self.change(|t| t.insert(id, rule.clone(), now))?;
         tracing::info!(?id, ?rule, "fault rule installed");
         Ok(())
     }
 
     /// Removes a rule; whether it was there.
     pub fn remove(&self, id: RuleId) -> bool {
-        self.lock().remove(id)
+        self.change(|t| t.remove(id))
     }
 
     /// Removes every rule; how many there were.
     pub fn clear(&self) -> usize {
-        self.lock().remove_where(|_| true)
+        self.change(|t| t.remove_where(|_| true))
     }
 
     /// Zeroes every rule's counters (`lnetctl fault drop|delay reset`).
@@ -79,11 +97,11 @@ impl FaultRules {
 
     /// The verdict for a message at `dir` through local NI `ni`, if a rule fires on it.
     pub(crate) fn check(&self, dir: Direction, ni: Nid, header: &Header) -> Option<FaultVerdict> {
-        let now = self.clock.now();
-        let mut table = self.lock();
-        if table.is_empty() {
+        if self.is_empty() {
             return None;
         }
+        let now = self.clock.now();
+        let mut table = self.lock();
         let verdict = table.check(dir, ni, header, now);
         if let Some(v) = verdict {
             tracing::debug!(%ni, ?dir, ?v, src = %header.src_nid, dst = %header.dest_nid, "fault rule fired");

@@ -30,6 +30,7 @@ pub mod events;
 pub mod fault;
 mod mailbox;
 pub mod ni;
+pub mod ni_cell;
 pub mod node;
 pub mod recovery;
 pub mod router;
@@ -40,8 +41,8 @@ pub use clock::Clock;
 pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
-    BadPeerReason, DiscoveredPeer, FailReason, GetRequest, LndStartError, MdSpec, MsgEvent,
-    MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerBusyReason, PeerView,
-    PingReply, PutRequest, Transaction,
+    BadPeerReason, DiscoveredPeer, FailReason, ForwardingCounts, GetRequest, LndStartError, MdSpec,
+    MsgEvent, MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerBusyReason,
+    PeerView, PingReply, PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};

@@ -23,6 +23,7 @@ use crate::clock::Clock;
 use crate::events::{Event, EventBus, NiKind};
 use crate::fault::FaultRules;
 use crate::mailbox::NI_MAILBOX;
+use crate::ni_cell::NiCell;
 use crate::recovery::{Heard, Queue, RecoveryActor};
 use crate::tx_credits::TxCredits;
 use crate::Driver;
@@ -36,8 +37,6 @@ pub struct NiStats {
     pub recv_count: u64,
     /// Sends that completed with a failure.
     pub drop_count: u64,
-    /// Payload bytes of the messages handed to the LND (`send_length` of `stats show`).
-    pub send_length: u64,
     /// Failures by health status (the health statistics of `lnetctl net show -v 3`).
     pub health_stats: BTreeMap<HealthStatus, u64>,
     /// Messages handed to the LND, by type (`sent_stats`).
@@ -115,6 +114,30 @@ pub struct PeerNiView {
     pub stats: NiStats,
 }
 
+impl LocalNiView {
+    /// This view with the live credits and the counts of the forwarding path of `cell`.
+    pub(crate) fn with_cell(&self, cell: &NiCell) -> LocalNiView {
+        let mut v = self.clone();
+        v.tx_credits = cell.credits();
+        v.min_tx_credits = cell.min_credits();
+        cell.add_counts(&mut v.stats);
+        v
+    }
+}
+
+impl PeerNiView {
+    /// This view with the live credits, last-alive time and the counts of the
+    /// forwarding path of `cell`.
+    pub(crate) fn with_cell(&self, cell: &NiCell) -> PeerNiView {
+        let mut v = self.clone();
+        v.tx_credits = cell.credits();
+        v.min_tx_credits = cell.min_credits();
+        v.last_alive = v.last_alive.max(cell.last_alive());
+        cell.add_counts(&mut v.stats);
+        v
+    }
+}
+
 /// Apply a health effect decided by `health_check`.
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
@@ -143,6 +166,12 @@ pub(crate) struct SetHealth(pub(crate) HealthValue);
 #[rtype(result = "()")]
 pub(crate) struct Transmit(pub(crate) TxRequest);
 
+/// The forwarding path gave back a credit that a message in this actor's queue waits
+/// for (see [`NiCell::give_back`]): the oldest waiting message goes.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct CreditBack;
+
 /// Send a message to this peer NI through local NI `via`: the peer NI charges a peer tx
 /// credit (queuing the message while there is none), then the local NI charges its own.
 #[derive(Message)]
@@ -156,6 +185,7 @@ struct HealthCore {
     kind: NiKind,
     nid: Nid,
     health: HealthValue,
+    cell: Arc<NiCell>,
     stats: NiStats,
     clock: Clock,
     events: EventBus,
@@ -201,6 +231,7 @@ impl HealthCore {
     fn set(&mut self, after: HealthValue, cause: Option<HealthStatus>) {
         let before = self.health;
         self.health = after;
+        self.cell.set_health(after);
         if before != after {
             self.events.publish(Event::Health {
                 at: self.clock.now(),
@@ -263,9 +294,10 @@ impl LocalNiActor {
         recovery: Addr<RecoveryActor>,
         completions: mpsc::Sender<TxCompletion>,
         faults: FaultRules,
-    ) -> (LocalNiActor, watch::Receiver<LocalNiView>) {
+    ) -> (LocalNiActor, watch::Receiver<LocalNiView>, Arc<NiCell>) {
         let nid = driver.nid();
-        let credits = TxCredits::new(credits);
+        let cell = Arc::new(NiCell::new(credits));
+        let credits = TxCredits::new(Arc::clone(&cell));
         let first = LocalNiView {
             nid,
             health: HealthValue::MAX,
@@ -282,6 +314,7 @@ impl LocalNiActor {
                     kind: NiKind::Local,
                     nid,
                     health: HealthValue::MAX,
+                    cell: Arc::clone(&cell),
                     stats: NiStats::default(),
                     clock,
                     events,
@@ -295,6 +328,7 @@ impl LocalNiActor {
                 faults,
             },
             rx,
+            cell,
         )
     }
 
@@ -325,11 +359,6 @@ impl LocalNiActor {
     fn start_send(&mut self, tx: TxRequest) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
         self.core.stats.sent.bump(tx.header.msg_type());
-        self.core.stats.send_length = self
-            .core
-            .stats
-            .send_length
-            .saturating_add(u64::from(tx.header.payload_length));
         let driver = Arc::clone(&self.driver);
         let completions = self.completions.clone();
         let ni = self.core.nid;
@@ -368,7 +397,7 @@ impl LocalNiActor {
 }
 
 /// The status a send the LND refused completes with.
-fn refusal_status(err: &SendError) -> HealthStatus {
+pub(crate) fn refusal_status(err: &SendError) -> HealthStatus {
     match err {
         SendError::Stopped { .. } => HealthStatus::LocalAborted,
         SendError::Unreachable { .. } | SendError::WrongNet { .. } => HealthStatus::LocalNoRoute,
@@ -390,6 +419,17 @@ impl Handler<Transmit> for LocalNiActor {
     fn handle(&mut self, Transmit(tx): Transmit, _ctx: &mut Context<Self>) {
         if let Some(tx) = self.credits.take(tx) {
             self.start_send(tx);
+        }
+        self.publish();
+    }
+}
+
+impl Handler<CreditBack> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CreditBack, _ctx: &mut Context<Self>) {
+        if let Some(next) = self.credits.passed_on() {
+            self.start_send(next);
         }
         self.publish();
     }
@@ -464,8 +504,9 @@ impl PeerNiActor {
         clock: Clock,
         events: EventBus,
         recovery: Addr<RecoveryActor>,
-    ) -> (PeerNiActor, watch::Receiver<PeerNiView>) {
-        let credits = TxCredits::new(credits);
+    ) -> (PeerNiActor, watch::Receiver<PeerNiView>, Arc<NiCell>) {
+        let cell = Arc::new(NiCell::new(credits));
+        let credits = TxCredits::new(Arc::clone(&cell));
         let (view, rx) = watch::channel(PeerNiView {
             nid,
             health: HealthValue::MAX,
@@ -481,6 +522,7 @@ impl PeerNiActor {
                     kind: NiKind::Peer,
                     nid,
                     health: HealthValue::MAX,
+                    cell: Arc::clone(&cell),
                     stats: NiStats::default(),
                     clock,
                     events,
@@ -491,6 +533,7 @@ impl PeerNiActor {
                 view,
             },
             rx,
+            cell,
         )
     }
 
@@ -522,6 +565,17 @@ impl Handler<PeerTransmit> for PeerNiActor {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
         self.core.stats.sent.bump(m.tx.header.msg_type());
         if let Some((tx, via)) = self.credits.take((m.tx, m.via)) {
+            tell(&via, Transmit(tx));
+        }
+        self.publish();
+    }
+}
+
+impl Handler<CreditBack> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, _: CreditBack, _ctx: &mut Context<Self>) {
+        if let Some((tx, via)) = self.credits.passed_on() {
             tell(&via, Transmit(tx));
         }
         self.publish();

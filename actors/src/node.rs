@@ -53,6 +53,7 @@
 mod config;
 mod discovery;
 mod error;
+mod fast_path;
 mod faults;
 mod forward;
 mod handle;
@@ -60,6 +61,7 @@ mod lnd_glue;
 mod msg_table;
 mod msgs;
 mod peers;
+mod publish;
 mod recv;
 mod router_check;
 mod routes;
@@ -70,6 +72,7 @@ mod txn;
 pub use config::NodeConfig;
 pub use discovery::{DiscoveredPeer, PingFailure, PingReply};
 pub use error::{BadPeerReason, LndStartError, NodeError, PeerBusyReason};
+pub use fast_path::ForwardingCounts;
 pub use forward::Drained;
 pub use handle::Node;
 pub use lnd_glue::NodeHandler;
@@ -95,6 +98,7 @@ use crate::driver::Driver;
 use crate::events::EventBus;
 use crate::fault::FaultRules;
 use crate::ni::{LocalNiActor, LocalNiView, PeerNiActor, PeerNiView};
+use crate::ni_cell::NiCell;
 use crate::recovery::{PingDue, RecoveryActor};
 use crate::router::{RouterActor, Ticket};
 use lnd_glue::RxPolicy;
@@ -114,13 +118,13 @@ struct LocalNiEntry {
     /// The NUMA node of its device, if known.
     numa_node: Option<u32>,
     view: watch::Receiver<LocalNiView>,
-    seq: u64,
+    cell: Arc<NiCell>,
 }
 
 struct PeerNiEntry {
     addr: Addr<PeerNiActor>,
     view: watch::Receiver<PeerNiView>,
-    seq: u64,
+    cell: Arc<NiCell>,
 }
 
 /// One message to send (a PUT, GET, ACK or REPLY) across its attempts.
@@ -206,8 +210,11 @@ pub struct LnetActor {
     counters: BTreeMap<&'static str, u64>,
     next_cpt: usize,
     router: Addr<RouterActor>,
+    path: Arc<fast_path::ForwardPath>,
     policy: watch::Sender<RxPolicy>,
     routes: Routes,
+    /// Traffic the forwarding path heard, for the net check.
+    path_heard: publish::PathHeard,
 }
 
 impl std::fmt::Debug for LnetActor {
@@ -223,7 +230,11 @@ impl Actor for LnetActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(LNET_MAILBOX);
-        ctx.run_interval(router_check::ROUTER_TICK, |act, ctx| act.router_tick(ctx));
+        ctx.run_interval(router_check::ROUTER_TICK, |act, ctx| {
+            act.path_heard(ctx);
+            act.router_tick(ctx);
+            act.publish_forward();
+        });
         let config = RecoveryConfig::from(&self.config.tunables);
         let me = ctx.address().recipient::<PingDue>();
         self.local_recovery = Some(
@@ -282,12 +293,13 @@ impl LnetActor {
     }
 
     /// Tells the receiving side this node's NIDs and whether it forwards.
-    fn update_policy(&self) {
+    fn update_policy(&mut self) {
         let policy = RxPolicy {
             local: self.nis.keys().copied().collect(),
             routing: self.config.tunables.routing(),
         };
         self.policy.send_replace(policy);
+        self.publish_forward();
     }
 
     fn recovery(&self, kind: RecoveryKind) -> Option<&Addr<RecoveryActor>> {

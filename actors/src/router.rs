@@ -1,13 +1,14 @@
-//! The router actor: the router buffers of a forwarding node and the credits that guard
-//! them (reference: core 5.2, 5.3).
+//! The router buffers of a forwarding node and the credits that guard them (reference:
+//! core 5.2, 5.3): [`RouterPools`], one set of pools per CPT, each behind a short lock of
+//! its own, charged in place by the receiving path; and the router actor that owns them.
 //!
 //! When a message for another node arrives, the LND hands its header up first; the
-//! [`crate::NodeHandler`] asks this actor for a buffer ([`Reserve`]) before the payload is
-//! read. The answer comes when a peer router-buffer credit and a buffer of the right pool
-//! are free: until then the connection reads nothing more, so the sender feels
-//! back-pressure and nothing is dropped. The LNet actor then picks the next hop and
-//! sends the message on; when that send is over it gives the buffer back ([`Release`]),
-//! and the next waiting message gets it.
+//! [`crate::NodeHandler`] reserves a buffer ([`RouterPools::reserve`]) before the payload
+//! is read. When no peer router-buffer credit or no buffer of the right pool is free, the
+//! reservation waits: the connection reads nothing more, so the sender feels
+//! back-pressure and nothing is dropped. When the send to the next hop is over the buffer
+//! is given back ([`RouterPools::release`]) and the oldest waiting reservation of that
+//! CPT gets it.
 //!
 //! Pools are sized per CPT as the kernel sizes them ([`lnet::rtrbuf::per_cpt`]); a message
 //! uses the pools of the CPT its sending peer NI hashes to.
@@ -15,6 +16,8 @@
 use actix::prelude::*;
 use lnet::rtrbuf::{BufferError, Grant, PeerRtrCredits, PoolStats, Requested, RouterBuffers};
 use lnet::Nid;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
 use tokio::sync::oneshot;
 
 /// A buffer held by a message being forwarded.
@@ -23,24 +26,6 @@ pub struct Ticket {
     cpt: usize,
     grant: Grant<Nid>,
 }
-
-/// Ask for a buffer for `len` payload bytes from peer NI `peer`; answered once there is
-/// one (or at once, with an error, when the payload is too large for any).
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Reserve {
-    /// The peer NI that sent the message (on this hop).
-    pub peer: Nid,
-    /// The payload length.
-    pub len: u32,
-    /// Where the answer goes.
-    pub reply: oneshot::Sender<Result<Ticket, BufferError>>,
-}
-
-/// A forwarded message is done with its buffer.
-#[derive(Debug, Message)]
-#[rtype(result = "()")]
-pub struct Release(pub Ticket);
 
 /// The pools and credits now.
 #[derive(Debug, Message)]
@@ -60,46 +45,125 @@ pub struct RoutingView {
 
 type Waiter = oneshot::Sender<Result<Ticket, BufferError>>;
 
-/// The router buffers of a node, one set of pools per CPT.
-pub struct RouterActor {
-    cpts: Vec<RouterBuffers<Nid, Waiter>>,
+/// The answer to a reservation.
+#[derive(Debug)]
+pub enum Reservation {
+    /// A buffer, now.
+    Granted(Ticket),
+    /// None free: the buffer comes on this channel when one is released.
+    Waiting(oneshot::Receiver<Result<Ticket, BufferError>>),
+    /// Never: the payload is too large for any pool.
+    Refused(BufferError),
 }
 
-impl std::fmt::Debug for RouterActor {
+/// The router buffers of a node, one set of pools per CPT. See the module documentation.
+pub struct RouterPools {
+    cpts: Vec<Mutex<RouterBuffers<Nid, Waiter>>>,
+}
+
+impl std::fmt::Debug for RouterPools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RouterActor")
+        f.debug_struct("RouterPools")
             .field("cpts", &self.cpts.len())
             .finish()
     }
 }
 
-impl RouterActor {
+impl RouterPools {
     /// Pools of `per_cpt` buffers (tiny, small, large) on each of `ncpts` CPTs, and
     /// `peer_credits` router-buffer credits per peer NI.
-    pub fn new(per_cpt: [u32; 3], ncpts: usize, peer_credits: u32) -> RouterActor {
-        RouterActor {
+    pub fn new(per_cpt: [u32; 3], ncpts: usize, peer_credits: u32) -> RouterPools {
+        RouterPools {
             cpts: (0..ncpts.max(1))
-                .map(|_| RouterBuffers::new(per_cpt, peer_credits))
+                .map(|_| Mutex::new(RouterBuffers::new(per_cpt, peer_credits)))
                 .collect(),
         }
     }
 
-    fn cpt_of(&self, peer: &Nid) -> usize {
+    /// The CPT whose pools serve messages from peer NI `peer`.
+    pub fn cpt_of(&self, peer: &Nid) -> usize {
         let n = self.cpts.len().max(1);
         usize::try_from(peer.nidhash()).unwrap_or(0) % n
     }
 
-    /// Hands out what `release` freed; a waiter that went away gives its buffer back at
-    /// once.
-    fn grant_all(&mut self, cpt: usize, mut granted: Vec<(Waiter, Grant<Nid>)>) {
+    fn lock(&self, cpt: usize) -> Option<MutexGuard<'_, RouterBuffers<Nid, Waiter>>> {
+        self.cpts
+            .get(cpt)
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A buffer for `len` payload bytes from peer NI `peer`, charged to its router
+    /// credits.
+    pub fn reserve(&self, peer: Nid, len: u32) -> Reservation {
+        let cpt = self.cpt_of(&peer);
+        let (tx, rx) = oneshot::channel();
+        let Some(mut b) = self.lock(cpt) else {
+            return Reservation::Refused(BufferError::TooLarge { len });
+        };
+        match b.request(peer, len, tx) {
+            Requested::Granted(_, grant) => Reservation::Granted(Ticket { cpt, grant }),
+            Requested::Waiting => Reservation::Waiting(rx),
+            Requested::Refused(_, e) => Reservation::Refused(e),
+        }
+    }
+
+    /// Gives a buffer back; the oldest reservation waiting for it gets it (a waiter that
+    /// went away gives it back at once).
+    pub fn release(&self, ticket: Ticket) {
+        let cpt = ticket.cpt;
+        let Some(mut b) = self.lock(cpt) else {
+            return;
+        };
+        let mut granted = b.release(ticket.grant);
         while let Some((waiter, grant)) = granted.pop() {
-            let ticket = Ticket { cpt, grant };
-            if let Err(Ok(back)) = waiter.send(Ok(ticket)) {
-                if let Some(b) = self.cpts.get_mut(cpt) {
-                    granted.extend(b.release(back.grant));
-                }
+            if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
+                granted.extend(b.release(back.grant));
             }
         }
+    }
+
+    /// The pools and credits now.
+    pub fn show(&self) -> RoutingView {
+        let mut cpts = Vec::new();
+        let mut peers: Vec<(Nid, PeerRtrCredits)> = Vec::new();
+        let mut waiting = 0;
+        for cpt in 0..self.cpts.len() {
+            let Some(b) = self.lock(cpt) else {
+                continue;
+            };
+            let mut pools = b.pools();
+            let mut next = || {
+                pools.next().unwrap_or(PoolStats {
+                    npages: 0,
+                    nbuffers: 0,
+                    credits: 0,
+                    mincredits: 0,
+                })
+            };
+            cpts.push([next(), next(), next()]);
+            peers.extend(b.peers().map(|(n, c)| (*n, c)));
+            waiting += b.waiting();
+        }
+        peers.sort_by_key(|(n, _)| *n);
+        RoutingView {
+            cpts,
+            peers,
+            waiting,
+        }
+    }
+}
+
+/// The router actor: owns the node's [`RouterPools`], which the receiving path charges in
+/// place, and answers for them.
+#[derive(Debug)]
+pub struct RouterActor {
+    pools: Arc<RouterPools>,
+}
+
+impl RouterActor {
+    /// The actor owning `pools`.
+    pub fn new(pools: Arc<RouterPools>) -> RouterActor {
+        RouterActor { pools }
     }
 }
 
@@ -107,67 +171,10 @@ impl Actor for RouterActor {
     type Context = Context<Self>;
 }
 
-impl Handler<Reserve> for RouterActor {
-    type Result = ();
-
-    fn handle(&mut self, m: Reserve, _ctx: &mut Context<Self>) {
-        let cpt = self.cpt_of(&m.peer);
-        let Some(b) = self.cpts.get_mut(cpt) else {
-            return;
-        };
-        match b.request(m.peer, m.len, m.reply) {
-            Requested::Granted(waiter, grant) => self.grant_all(cpt, vec![(waiter, grant)]),
-            Requested::Waiting => {}
-            Requested::Refused(waiter, e) => {
-                let _ = waiter.send(Err(e));
-            }
-        }
-    }
-}
-
-impl Handler<Release> for RouterActor {
-    type Result = ();
-
-    fn handle(&mut self, Release(ticket): Release, _ctx: &mut Context<Self>) {
-        let cpt = ticket.cpt;
-        let Some(b) = self.cpts.get_mut(cpt) else {
-            return;
-        };
-        let granted = b.release(ticket.grant);
-        self.grant_all(cpt, granted);
-    }
-}
-
 impl Handler<ShowBuffers> for RouterActor {
     type Result = MessageResult<ShowBuffers>;
 
     fn handle(&mut self, _: ShowBuffers, _ctx: &mut Context<Self>) -> MessageResult<ShowBuffers> {
-        let cpts = self
-            .cpts
-            .iter()
-            .map(|b| {
-                let mut pools = b.pools();
-                let mut next = || {
-                    pools.next().unwrap_or(PoolStats {
-                        npages: 0,
-                        nbuffers: 0,
-                        credits: 0,
-                        mincredits: 0,
-                    })
-                };
-                [next(), next(), next()]
-            })
-            .collect();
-        let mut peers: Vec<(Nid, PeerRtrCredits)> = Vec::new();
-        for b in &self.cpts {
-            peers.extend(b.peers().map(|(n, c)| (*n, c)));
-        }
-        peers.sort_by_key(|(n, _)| *n);
-        let waiting = self.cpts.iter().map(|b| b.waiting()).sum();
-        MessageResult(RoutingView {
-            cpts,
-            peers,
-            waiting,
-        })
+        MessageResult(self.pools.show())
     }
 }

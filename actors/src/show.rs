@@ -10,8 +10,8 @@
 //! `ping_count` and `next_ping` (seconds of the node's clock) come from the recovery
 //! queues. In `stats show`, `msgs_alloc` is the messages in flight, `msgs_max` the most
 //! there have been at once, `rst_alloc` the transactions waiting for their ACK or REPLY,
-//! `send_length` the payload bytes handed to the LNDs and `recv_length` those received
-//! for this node; `errors` is 0, as the kernel never counts one.
+//! `send_length` the payload of this node's own PUTs (counted when sent, failed ones
+//! included) and of the GETs it served, `recv_length` the payload received for this node; `errors` is 0, as the kernel never counts one.
 //!
 //! `interfaces:` and `lnd tunables:` are what the NI was started with
 //! ([`NiDescription`]), left out when nobody recorded them; `peer_buffer_credits` is the
@@ -367,7 +367,7 @@ impl Node {
             recv_count: total(&nis, |s| s.recv_count),
             route_count: counter(&c, "route_count"),
             drop_count: total(&nis, |s| s.drop_count).saturating_add(counter(&c, "drop_count")),
-            send_length: total(&nis, |s| s.send_length),
+            send_length: counter(&c, "send_length"),
             recv_length: counter(&c, "recv_length"),
             route_length: counter(&c, "route_length"),
             drop_length: counter(&c, "drop_length"),

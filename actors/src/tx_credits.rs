@@ -2,36 +2,33 @@
 //! and peer NI actors keep them: a send takes a credit and goes at once while the count
 //! stays at zero or above, else it waits (the count goes negative: that many wait); a
 //! completed send gives its credit back and lets the oldest waiting message go, whose
-//! credit was taken when it was queued.
+//! credit was taken when it was queued. The count itself is in the NI's [`NiCell`], where
+//! the forwarding path charges it in place.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::ni_cell::NiCell;
 
 /// Credits and the queue of messages (`T`) waiting for one.
 #[derive(Debug)]
 pub(crate) struct TxCredits<T> {
-    now: i32,
-    max: u32,
-    min: i32,
+    cell: Arc<NiCell>,
     waiting: VecDeque<T>,
 }
 
 impl<T> TxCredits<T> {
-    /// `max` credits, none taken.
-    pub(crate) fn new(max: u32) -> TxCredits<T> {
-        let full = i32::try_from(max).unwrap_or(i32::MAX);
+    /// The credits of `cell`, nothing waiting.
+    pub(crate) fn new(cell: Arc<NiCell>) -> TxCredits<T> {
         TxCredits {
-            now: full,
-            max,
-            min: full,
+            cell,
             waiting: VecDeque::new(),
         }
     }
 
     /// Charges a credit for `item`: `Some(item)` when it may go now, `None` when it waits.
     pub(crate) fn take(&mut self, item: T) -> Option<T> {
-        self.now = self.now.saturating_sub(1);
-        self.min = self.min.min(self.now);
-        if self.now >= 0 {
+        if self.cell.take() >= 0 {
             Some(item)
         } else {
             self.waiting.push_back(item);
@@ -41,33 +38,44 @@ impl<T> TxCredits<T> {
 
     /// Gives a credit back: the waiting item that may go now, if any.
     pub(crate) fn give_back(&mut self) -> Option<T> {
-        self.now = self.now.saturating_add(1);
+        if self.cell.give_back() {
+            self.waiting.pop_front()
+        } else {
+            None
+        }
+    }
+
+    /// The forwarding path gave a credit back while items waited: the oldest may go.
+    pub(crate) fn passed_on(&mut self) -> Option<T> {
         self.waiting.pop_front()
     }
 
     /// The credits now (negative: that many items wait).
     pub(crate) fn now(&self) -> i32 {
-        self.now
+        self.cell.credits()
     }
 
     /// The credits when idle.
     pub(crate) fn max(&self) -> u32 {
-        self.max
+        self.cell.max_credits()
     }
 
     /// The lowest the credits went.
     pub(crate) fn min(&self) -> i32 {
-        self.min
+        self.cell.min_credits()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::TxCredits;
+    use crate::ni_cell::NiCell;
 
     #[test]
     fn sends_beyond_the_credits_wait_and_go_in_order_as_credits_come_back() {
-        let mut c = TxCredits::new(2);
+        let mut c = TxCredits::new(Arc::new(NiCell::new(2)));
         assert_eq!(c.take(1), Some(1));
         assert_eq!(c.take(2), Some(2));
         assert_eq!(c.take(3), None);
@@ -78,5 +86,17 @@ mod tests {
         assert_eq!(c.give_back(), None);
         assert_eq!(c.give_back(), None);
         assert_eq!((c.now(), c.min()), (2, -2));
+    }
+
+    #[test]
+    fn a_credit_the_forwarding_path_gives_back_goes_to_the_oldest_waiting_item() {
+        let cell = Arc::new(NiCell::new(1));
+        let mut c = TxCredits::new(Arc::clone(&cell));
+        assert!(cell.try_take(), "the forwarding path's send");
+        assert_eq!(c.take(7), None);
+        assert!(cell.give_back(), "a waiting item is owed the credit");
+        assert_eq!(c.passed_on(), Some(7));
+        assert_eq!(c.give_back(), None);
+        assert_eq!(c.now(), 1);
     }
 }

@@ -16,10 +16,11 @@ use fabric_support::{md, nid, Fab, BITS, BOUND, PORTAL};
 use std::time::Duration;
 
 use actors::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
-use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
+use actors::{ForwardingCounts, GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
 use bytes::Bytes;
 use lnd::fabric::{Fabric, FabricConfig};
 use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};
+use lnet::health::HealthStatus;
 use lnet::route::{RouteDown, RouteSpec, RouterCheck};
 use lnet::time::Millis;
 use lnet::tunables::{TunableName, Tunables};
@@ -93,6 +94,7 @@ fn silent(ni: Nid) -> FaultRule {
 }
 
 struct Topology {
+    fabric: Fabric,
     a: Node,
     r1: Node,
     r2: Node,
@@ -114,7 +116,13 @@ async fn topology(two: bool, buffers: Option<[u32; 3]>) -> Topology {
     }
     // Let the router checkers ping and push once.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    Topology { a, r1, r2, b }
+    Topology {
+        fabric,
+        a,
+        r1,
+        r2,
+        b,
+    }
 }
 
 fn put_of(dest: &str, len: usize, fill: u8) -> PutRequest {
@@ -536,6 +544,93 @@ async fn udsp_dst_rte_rule_sends_a_nets_traffic_through_the_preferred_gateway() 
             assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         }
         assert!(counter(&t.r1, "route_count").await >= before + 10);
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor_hears_of_them() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        let _md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
+        // The first PUT makes A and B known peers of R1; the next router tick publishes
+        // their peer NIs to the forwarding path.
+        let got = t.a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = t.r1.forwarding();
+        for (i, len) in [0usize, 100, 4096, 70_000, 1 << 20].into_iter().enumerate() {
+            for j in 0..4u8 {
+                let fill = u8::try_from(i).unwrap() * 4 + j;
+                let got = t.a.put(put_of(B, len, fill)).await.unwrap().finish().await;
+                assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            }
+        }
+        let after = t.r1.forwarding();
+        assert_eq!(
+            after.fast - before.fast,
+            40,
+            "20 PUTs and their ACKs: {after:?}"
+        );
+        assert_eq!(after.by_actor, before.by_actor, "{after:?}");
+        assert_eq!(after.handed_over, before.handed_over, "{after:?}");
+        // The statistics and the credits are as if the actors had sent them.
+        assert_eq!(
+            counter(&t.r1, "route_count").await,
+            after.fast + after.by_actor
+        );
+        let peers = t.r1.peers().await.unwrap();
+        let b_ni = peers
+            .iter()
+            .flat_map(|p| p.nis.iter())
+            .find(|n| n.nid == nid(B))
+            .unwrap();
+        assert_eq!(b_ni.tx_credits, i32::try_from(b_ni.max_tx_credits).unwrap());
+        assert!(b_ni.stats.sent.put >= 21, "{:?}", b_ni.stats);
+        assert!(b_ni.last_alive.is_some());
+    })
+    .await
+    .unwrap();
+}
+
+#[actix::test]
+async fn a_forwarded_send_that_fails_is_handed_to_the_actors_which_apply_the_health_rules() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        let _md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
+        let got = t.a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = t.r1.forwarding();
+        // The router's link to B fails its sends, charging B.
+        t.fabric
+            .link_down(nid(R1B), nid(B), HealthStatus::RemoteError);
+        let put = PutRequest {
+            timeout: Duration::from_secs(5),
+            ..put_of(B, 100, 1)
+        };
+        let _ = t.a.put(put).await.unwrap().finish().await;
+        let after = t.r1.forwarding();
+        assert_eq!(after.handed_over - before.handed_over, 1, "{after:?}");
+        assert_eq!(after.fast, before.fast, "{after:?}");
+        let peers = t.r1.peers().await.unwrap();
+        let b_ni = peers
+            .iter()
+            .flat_map(|p| p.nis.iter())
+            .find(|n| n.nid == nid(B))
+            .unwrap();
+        assert!(
+            !b_ni.health.is_max(),
+            "the failure was charged to B: {b_ni:?}"
+        );
+        assert_eq!(b_ni.tx_credits, i32::try_from(b_ni.max_tx_credits).unwrap());
+        assert!(
+            b_ni.stats.health_stats.values().sum::<u64>() >= 1,
+            "{b_ni:?}"
+        );
     })
     .await
     .unwrap();

@@ -12,6 +12,7 @@
 pub mod acceptor;
 pub mod config;
 pub mod fault;
+pub mod forward;
 pub mod header;
 pub mod health;
 pub mod netcheck;

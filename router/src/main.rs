@@ -47,6 +47,11 @@ enum Command {
         /// (the API tokens and the event log live in the store).
         #[arg(long, value_name = "ADDR:PORT", requires = "data_dir")]
         api_listen: Option<std::net::SocketAddr>,
+        /// CPU partitions (CPTs), as the kernel's `cpu_npartitions`: threads the peers'
+        /// connections, the forwarding path and the router buffer pools are spread over.
+        /// 0: one per core.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        cpu_npartitions: usize,
         /// The API's certificate chain (PEM).
         #[arg(long, value_name = "FILE")]
         tls_cert: Option<std::path::PathBuf>,
@@ -100,6 +105,7 @@ fn main() -> ExitCode {
             tls_key,
             plain_http,
             plain_http_mutations,
+            cpu_npartitions,
         } => {
             let api = match api_listen
                 .map(|l| {
@@ -113,11 +119,16 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
+            let cpts = match cpu_npartitions {
+                0 => std::thread::available_parallelism().map_or(1, usize::from),
+                n => n,
+            };
             run(
                 config.as_deref(),
                 data_dir.as_deref(),
                 tokens_file.as_deref(),
                 api,
+                cpts,
             )
         }
         Command::Demo {
@@ -136,6 +147,7 @@ fn run(
     data_dir: Option<&std::path::Path>,
     tokens_file: Option<&std::path::Path>,
     api: Option<ApiSettings>,
+    cpts: usize,
 ) -> ExitCode {
     let started = match startup(config, data_dir, &HostInterfaces) {
         Ok(s) => s,
@@ -163,7 +175,8 @@ fn run(
             }
         }
     }
-    let plan = started.plan;
+    let mut plan = started.plan;
+    plan.cpts = cpts;
     let store = started.store.map(std::sync::Arc::new);
     let system = actix::System::new();
     match system.block_on(router::run::run(plan, store, api)) {

@@ -139,6 +139,10 @@ pub struct Plan {
     pub net_check: NetCheckMode,
     /// The UDSP rules, compiled.
     pub udsp: UdspPolicy,
+    /// CPU partitions (CPTs): threads the peers' connections, the forwarding path and the
+    /// router buffer pools are spread over, as the kernel's `cpu_npartitions`. 0 or 1:
+    /// one, on the thread that starts the node.
+    pub cpts: usize,
 }
 
 /// How an interface name becomes an IPv4 address (the host's interfaces in the daemon, a
@@ -267,6 +271,7 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
         router_check,
         net_check,
         udsp,
+        cpts: 1,
     })
 }
 

@@ -109,13 +109,41 @@ fn socklnd_config(ni: &TcpNi, incarnation: u64) -> SockLndConfig {
 pub struct Running {
     /// The node.
     pub node: Node,
+    /// The threads of its CPTs (none when it runs on one).
+    cpts: Vec<actix::Arbiter>,
 }
 
 impl Running {
-    /// Stops every NI; whether all stopped cleanly.
+    /// Stops every NI, then the CPTs' threads; whether all NIs stopped cleanly.
     pub async fn stop(self) -> bool {
-        stop_all(&self.node).await
+        let clean = stop_all(&self.node).await;
+        for a in self.cpts {
+            a.stop();
+        }
+        clean
     }
+}
+
+/// Starts `n` CPT threads (none for `n` < 2): their arbiters, for the node's NI and peer
+/// NI actors, and their runtimes, for the LNDs' peer and connection tasks.
+async fn start_cpts(n: usize) -> (Vec<actix::Arbiter>, Vec<tokio::runtime::Handle>) {
+    let mut arbiters = Vec::new();
+    let mut handles = Vec::new();
+    if n < 2 {
+        return (arbiters, handles);
+    }
+    for _ in 0..n {
+        let arbiter = actix::Arbiter::new();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        arbiter.spawn(async move {
+            let _ = tx.send(tokio::runtime::Handle::current());
+        });
+        if let Ok(h) = rx.await {
+            handles.push(h);
+            arbiters.push(arbiter);
+        }
+    }
+    (arbiters, handles)
 }
 
 /// Starts the node described by `plan`: its NIs, peers and routes, and the watch on its
@@ -123,7 +151,9 @@ impl Running {
 pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     let numa = crate::numa::topology();
     let memory_node = crate::numa::process_node(&numa);
+    let (arbiters, runtimes) = start_cpts(plan.cpts).await;
     let node = Node::start(NodeConfig {
+        cpts: arbiters.iter().map(actix::Arbiter::handle).collect(),
         tunables: plan.tunables.clone(),
         router_check: plan.router_check,
         net_check: plan.net_check,
@@ -133,8 +163,12 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
         ..NodeConfig::default()
     });
     let incarnation = incarnation();
-    if let Err(e) = start(&node, plan, incarnation).await {
+    let cpts = lnd::socklnd::Cpts(runtimes);
+    if let Err(e) = start(&node, plan, incarnation, &cpts).await {
         stop_all(&node).await;
+        for a in arbiters {
+            a.stop();
+        }
         return Err(e);
     }
     let links: Vec<(Nid, String)> = plan
@@ -146,7 +180,10 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
         })
         .collect();
     actix::spawn(crate::link::watch(node.clone(), links));
-    Ok(Running { node })
+    Ok(Running {
+        node,
+        cpts: arbiters,
+    })
 }
 
 /// Runs the node described by `plan` until SIGINT or SIGTERM: with its store (`--data-dir`)
@@ -238,9 +275,15 @@ pub async fn run(
     Ok(())
 }
 
-async fn start(node: &Node, plan: &Plan, incarnation: u64) -> Result<(), RunError> {
+async fn start(
+    node: &Node,
+    plan: &Plan,
+    incarnation: u64,
+    cpts: &lnd::socklnd::Cpts,
+) -> Result<(), RunError> {
     for ni in &plan.nis {
-        let config = socklnd_config(ni, incarnation);
+        let mut config = socklnd_config(ni, incarnation);
+        config.cpts = cpts.clone();
         let credits = config.credits;
         let described = config.clone();
         let failed = |source| RunError::Ni {

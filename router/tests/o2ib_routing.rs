@@ -156,3 +156,97 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
     assert_eq!(bytes, 2 * (4096 + (1 << 20) + 8192), "{c:?}");
     println!("router forwarded {routed} messages, {bytes} payload bytes");
 }
+
+/// The router's large pool (4 buffers) filled from both directions through its one o2ib
+/// NI: 1 MiB PUTs from A to B and from B to A at once, more in flight than there are
+/// buffers. A receive that finds no buffer is parked while the NI goes on with its other
+/// work, so every PUT completes with its ACK.
+#[actix::test]
+async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing() {
+    let (Ok(ip0), Ok(ip1)) = (std::env::var("RDMAVM_IP0"), std::env::var("RDMAVM_IP1")) else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing: \
+             not inside the rdma-vm (RDMAVM_IP0 is unset); run scripts/o2ib-vm-test"
+        );
+        return;
+    };
+    let r_tcp = nid("127.0.61.1@tcp");
+    let a_nid = nid("127.0.61.2@tcp");
+    let r_ib = nid(&format!("{ip0}@o2ib"));
+    let b_nid = nid(&format!("{ip1}@o2ib"));
+    let mut tunables = Tunables::default();
+    tunables.set(TunableName::Routing, 1).unwrap();
+    tunables.set(TunableName::LargeBuffers, 4).unwrap();
+    let r = Node::start(NodeConfig {
+        tunables,
+        ..NodeConfig::default()
+    });
+    tcp_ni(&r, r_tcp).await;
+    o2ib_ni(&r, r_ib).await;
+    let a = Node::start(NodeConfig::default());
+    tcp_ni(&a, a_nid).await;
+    a.add_route(route("o2ib", r_tcp)).await.unwrap();
+    let b = Node::start(NodeConfig::default());
+    o2ib_ni(&b, b_nid).await;
+    b.add_route(route("tcp", r_ib)).await.unwrap();
+    const EACH: usize = 24;
+    const WINDOW: usize = 8;
+    let md = || MdSpec {
+        portal: 12,
+        match_bits: 4,
+        data: Bytes::new(),
+        depth: EACH,
+    };
+    let _at_a = a.attach(md()).await.unwrap();
+    let _at_b = b.attach(md()).await.unwrap();
+    let send_all = |from: Node, to: Nid, seed: u8| async move {
+        let mut running = tokio::task::JoinSet::new();
+        let mut started = 0usize;
+        let mut ok = 0usize;
+        loop {
+            while running.len() < WINDOW && started < EACH {
+                let txn = from
+                    .put(PutRequest {
+                        dest: to,
+                        portal: 12,
+                        match_bits: 4,
+                        hdr_data: started as u64,
+                        payload: payload(1 << 20, seed),
+                        ack: true,
+                        timeout: Duration::from_secs(60),
+                    })
+                    .await
+                    .unwrap();
+                running.spawn(async move { txn.finish().await });
+                started += 1;
+            }
+            let Some(got) = running.join_next().await else {
+                break;
+            };
+            let got = got.unwrap();
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            ok += 1;
+        }
+        ok
+    };
+    let (ab, ba) = timeout(WAIT, async {
+        tokio::join!(send_all(a.clone(), b_nid, 1), send_all(b.clone(), a_nid, 2))
+    })
+    .await
+    .expect("bounded: no NI wedged");
+    assert_eq!((ab, ba), (EACH, EACH), "every PUT ACKed both ways");
+    let show = r.routing_show().await.unwrap();
+    let large: Vec<_> = show.buffers.cpts.iter().map(|c| c[2]).collect();
+    let low = large.iter().map(|p| p.mincredits).min().unwrap();
+    assert!(low <= 0, "the large pool ran out: {large:?}");
+    assert!(
+        large
+            .iter()
+            .all(|p| p.credits == i32::try_from(p.nbuffers).unwrap()),
+        "every buffer back: {large:?}"
+    );
+    println!(
+        "large pool of 4 filled from both directions: {EACH} x 1 MiB each way, low-water mark {low}"
+    );
+}

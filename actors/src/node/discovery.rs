@@ -244,6 +244,7 @@ impl Handler<NiStatusChanged> for LnetActor {
     type Result = ();
 
     fn handle(&mut self, _: NiStatusChanged, ctx: &mut Context<Self>) {
+        self.publish_forward();
         self.push_all(ctx);
     }
 }

@@ -9,7 +9,7 @@ use lnet::Net;
 
 use super::{bump, LnetActor, OutMsg};
 use crate::events::{Event, ForwardDrop, NetStatusReason};
-use crate::router::{Release, Ticket};
+use crate::router::Ticket;
 
 impl LnetActor {
     /// Forwards a message for another node, holding router buffer `ticket`.
@@ -20,9 +20,13 @@ impl LnetActor {
             // It should have gone direct: a protocol error the kernel refuses too.
             tracing::warn!(src = %h.src_nid, %dest, via = %rx.from.nid, "forward on the destination's own net refused");
             bump(&mut self.counters, "drop_count");
-            self.router.do_send(Release(ticket));
+            self.path.pools.release(ticket);
             return;
         }
+        self.path
+            .counts
+            .by_actor
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let id = self.next();
         let deadline = self.clock.now().saturating_add(Millis::from_secs(u64::from(
             self.config.tunables.transaction_timeout(),
@@ -94,6 +98,7 @@ impl Handler<StartDrain> for LnetActor {
                 });
             }
             self.push_all(ctx);
+            self.publish_forward();
         }
         self.forwards_in_flight()
     }
@@ -109,7 +114,7 @@ impl Handler<ForwardsInFlight> for LnetActor {
 
 impl LnetActor {
     fn forwards_in_flight(&self) -> usize {
-        self.msgs.values().filter(|m| m.forward.is_some()).count()
+        self.msgs.values().filter(|m| m.forward.is_some()).count() + self.path.in_flight()
     }
 }
 

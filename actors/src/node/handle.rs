@@ -20,8 +20,9 @@ use tokio::sync::{mpsc, watch};
 use super::config::NodeConfig;
 use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingReply};
 use super::error::{LndStartError, NodeError};
+use super::fast_path::{ForwardPath, ForwardingCounts};
 use super::forward::{Drained, ForwardsInFlight, StartDrain};
-use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy};
+use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy, UnboundedStream};
 use super::msgs::{
     AddNi, Counters, GetUdsp, LinksDown, ListNis, ListRecovery, RemoveNi, SetNiHealth,
     SetNiNumaNode, SetTunables, SetUdsp, ShowSettings,
@@ -38,7 +39,7 @@ use crate::driver::{Driver, NiDriver};
 use crate::events::EventBus;
 use crate::fault::FaultRules;
 use crate::ni::LocalNiView;
-use crate::router::{RouterActor, ShowBuffers};
+use crate::router::{RouterActor, RouterPools, ShowBuffers};
 
 /// The handle of a node: the API of the LNet endpoint.
 #[derive(Debug, Clone)]
@@ -81,7 +82,10 @@ impl Node {
         } else {
             config.peer_credits
         };
-        let router = RouterActor::new(sizes, ncpts, rtr_credits).start();
+        let pools = Arc::new(RouterPools::new(sizes, ncpts, rtr_credits));
+        let router = RouterActor::new(Arc::clone(&pools)).start();
+        let (adopt_tx, adopt_rx) = mpsc::unbounded_channel();
+        let path = Arc::new(ForwardPath::new(pools, faults.clone(), clock, adopt_tx));
         let (policy_tx, policy_rx) = watch::channel(RxPolicy {
             local: HashSet::new(),
             routing: config.tunables.routing(),
@@ -111,14 +115,17 @@ impl Node {
             peer_recovery: None,
             counters: BTreeMap::new(),
             next_cpt: 0,
-            router: router.clone(),
+            router,
+            path: Arc::clone(&path),
             policy: policy_tx,
             routes,
+            path_heard: Default::default(),
         };
         // The LNDs' completions and received messages go straight into the actor.
         let addr = LnetActor::create(move |ctx| {
             ctx.add_stream(ChannelStream(ctx_rx));
             ctx.add_stream(ChannelStream(rx_rx));
+            ctx.add_stream(UnboundedStream(adopt_rx));
             actor
         });
         Node {
@@ -128,8 +135,10 @@ impl Node {
                 completions: ctx_tx,
                 received: rx_tx,
                 policy: policy_rx,
-                router,
-                pending: std::sync::Mutex::new(HashMap::new()),
+                pending: (0..ncpts)
+                    .map(|_| std::sync::Mutex::new(HashMap::new()))
+                    .collect(),
+                path,
                 faults: faults.clone(),
             }),
             clock,
@@ -149,6 +158,12 @@ impl Node {
     /// The description of local NI `nid`, if one was recorded.
     pub(crate) fn ni_description(&self, nid: &Nid) -> Option<crate::show::NiDescription> {
         self.descriptions.lock().ok()?.get(nid).cloned()
+    }
+
+    /// How this node's forwarded messages went so far: on the forwarding path alone,
+    /// handed over to the actors, or through the LNet actor from the start.
+    pub fn forwarding(&self) -> ForwardingCounts {
+        self.handler.path.counts()
     }
 
     /// The handler every LND of this node reports to.

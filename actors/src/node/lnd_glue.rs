@@ -1,8 +1,10 @@
-//! What the LNDs call ([`NodeHandler`]) and how it reaches the LNet actor: completions
-//! and received messages on bounded channels, read by the actor as streams; a message to
-//! forward first waits here for a router buffer.
+//! What the LNDs call ([`NodeHandler`]) and how it reaches the LNet actor: a message to
+//! forward first waits here for a router buffer, then takes the forwarding path
+//! ([`super::fast_path`]) or goes to the actor; other messages and completions go to the
+//! actor on bounded channels, read by it as streams.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -11,27 +13,31 @@ use lnd::{lnd::PeerDown, LndHandler, RxDecision, RxHeader, RxMessage, TxCompleti
 use lnet::fault::{Direction, FaultVerdict};
 use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
+use super::fast_path::{Adopted, ForwardPath};
 use super::LnetActor;
 use crate::fault::FaultRules;
-use crate::router::{Release, Reserve, RouterActor, Ticket};
+use crate::router::{Reservation, Ticket};
 
-/// What the LNDs call: forwards completions and received messages to the node, through
-/// bounded channels. A message for another node waits here for a router buffer
-/// ([`RouterActor`]) before its payload is read, when the node forwards.
+/// Buffers granted to messages whose payload is being read, by local NI, peer and pool:
+/// buffers of one pool from one peer are interchangeable.
+type Pending = HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>;
+
+/// What the LNDs call. A message for another node waits here for a router buffer before
+/// its payload is read, when the node forwards, then takes the forwarding path; the rest
+/// goes to the LNet actor through bounded channels.
 #[derive(Debug)]
 pub struct NodeHandler {
     pub(super) completions: mpsc::Sender<TxCompletion>,
     pub(super) received: mpsc::Sender<Inbound>,
     pub(super) policy: watch::Receiver<RxPolicy>,
-    pub(super) router: Addr<RouterActor>,
-    /// Buffers granted to messages whose payload is being read, by local NI, peer and
-    /// pool: buffers of one pool from one peer are interchangeable.
-    pub(super) pending: std::sync::Mutex<HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>>,
+    /// Buffers granted and not yet filled, per CPT of the sending peer.
+    pub(super) pending: Vec<Mutex<Pending>>,
     /// The node's fault rules, applied to every message received before LNet processes
     /// it (see [`crate::fault`]).
     pub(super) faults: FaultRules,
+    pub(super) path: Arc<ForwardPath>,
 }
 
 /// What a receiving LND needs to know to place a payload: this node's NIDs and whether
@@ -52,10 +58,11 @@ pub(crate) enum Inbound {
 }
 
 impl NodeHandler {
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>> {
+    fn pending(&self, peer: &Nid) -> Option<MutexGuard<'_, Pending>> {
+        let cpt = self.path.pools.cpt_of(peer);
         self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(cpt)
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -81,33 +88,34 @@ impl LndHandler for NodeHandler {
             return buf();
         }
         // Store and forward: wait for a peer router-buffer credit and a buffer.
-        let (tx, answer) = oneshot::channel();
-        self.router.do_send(Reserve {
-            peer: rx.from.nid,
-            len,
-            reply: tx,
-        });
-        match answer.await {
-            Ok(Ok(ticket)) => {
-                if let Some(pool) = PoolKind::for_payload(len) {
-                    self.pending()
-                        .entry((rx.ni, rx.from.nid, pool))
-                        .or_default()
-                        .push(ticket);
+        let ticket = match self.path.pools.reserve(rx.from.nid, len) {
+            Reservation::Granted(t) => t,
+            Reservation::Waiting(answer) => match answer.await {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
+                    return RxDecision::Close;
                 }
-                buf()
-            }
-            Ok(Err(e)) => {
+                Err(_) => return RxDecision::Close,
+            },
+            Reservation::Refused(e) => {
                 tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
-                RxDecision::Close
+                return RxDecision::Close;
             }
-            Err(_) => RxDecision::Close,
+        };
+        if let Some(pool) = PoolKind::for_payload(len) {
+            if let Some(mut p) = self.pending(&rx.from.nid) {
+                p.entry((rx.ni, rx.from.nid, pool))
+                    .or_default()
+                    .push(ticket);
+            }
         }
+        buf()
     }
 
     async fn on_message(&self, msg: RxMessage) {
         let ticket = PoolKind::for_payload(msg.header.payload_length).and_then(|pool| {
-            let mut pending = self.pending();
+            let mut pending = self.pending(&msg.from.nid)?;
             let key = (msg.ni, msg.from.nid, pool);
             let t = pending.get_mut(&key).and_then(Vec::pop);
             if pending.get(&key).is_some_and(Vec::is_empty) {
@@ -115,10 +123,21 @@ impl LndHandler for NodeHandler {
             }
             t
         });
-        let _ = self.received.send(Inbound::Message(msg, ticket)).await;
+        let inbound = match ticket {
+            Some(t) => match self.path.forward(msg, t).await {
+                Ok(()) => return,
+                Err((msg, t)) => Inbound::Message(msg, Some(t)),
+            },
+            None => Inbound::Message(msg, None),
+        };
+        let _ = self.received.send(inbound).await;
     }
 
     fn on_send_complete(&self, done: TxCompletion) {
+        if ForwardPath::owns(done.id) {
+            self.path.complete(done);
+            return;
+        }
         // At most one completion per send in flight, and the channel holds them all.
         if self.completions.try_send(done).is_err() {
             tracing::error!("completion channel full or closed");
@@ -127,20 +146,22 @@ impl LndHandler for NodeHandler {
 
     fn on_peer_down(&self, down: PeerDown) {
         // Buffers granted to messages from this peer that will never be read in full.
-        let lost: Vec<Ticket> = {
-            let mut pending = self.pending();
-            let keys: Vec<_> = pending
-                .keys()
-                .filter(|(ni, peer, _)| *ni == down.ni && *peer == down.peer)
-                .copied()
-                .collect();
-            keys.into_iter()
-                .filter_map(|k| pending.remove(&k))
-                .flatten()
-                .collect()
+        let lost: Vec<Ticket> = match self.pending(&down.peer) {
+            Some(mut pending) => {
+                let keys: Vec<_> = pending
+                    .keys()
+                    .filter(|(ni, peer, _)| *ni == down.ni && *peer == down.peer)
+                    .copied()
+                    .collect();
+                keys.into_iter()
+                    .filter_map(|k| pending.remove(&k))
+                    .flatten()
+                    .collect()
+            }
+            None => Vec::new(),
         };
         for t in lost {
-            self.router.do_send(Release(t));
+            self.path.pools.release(t);
         }
         if self.received.try_send(Inbound::PeerDown(down)).is_err() {
             tracing::warn!("peer-down report dropped: the node is busy");
@@ -161,6 +182,29 @@ impl<T> Stream for ChannelStream<T> {
     ) -> std::task::Poll<Option<T>> {
         self.0.poll_recv(cx)
     }
+}
+
+/// The receiving end of the forwarding path's hand-overs to the LNet actor, as a stream.
+pub(super) struct UnboundedStream<T>(pub(super) mpsc::UnboundedReceiver<T>);
+
+impl<T> Stream for UnboundedStream<T> {
+    type Item = T;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<T>> {
+        self.0.poll_recv(cx)
+    }
+}
+
+impl StreamHandler<Adopted> for LnetActor {
+    fn handle(&mut self, a: Adopted, ctx: &mut Context<Self>) {
+        self.adopt(a, ctx);
+    }
+
+    /// The node's handle is gone; the actor ends with its other work.
+    fn finished(&mut self, _ctx: &mut Context<Self>) {}
 }
 
 impl StreamHandler<TxCompletion> for LnetActor {

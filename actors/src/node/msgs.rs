@@ -86,7 +86,7 @@ impl Handler<AddNi> for LnetActor {
         }
         let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
         let driver = Arc::clone(&m.driver);
-        let (actor, view) = LocalNiActor::new(
+        let (actor, view, cell) = LocalNiActor::new(
             m.driver,
             m.credits,
             self.clock,
@@ -123,7 +123,7 @@ impl Handler<AddNi> for LnetActor {
                 driver,
                 numa_node: None,
                 view,
-                seq: 0,
+                cell,
             },
         );
         self.ni_order.push(nid);
@@ -162,7 +162,7 @@ impl Handler<ListNis> for LnetActor {
             self.ni_order
                 .iter()
                 .filter_map(|n| self.nis.get(n))
-                .map(|e| e.view.borrow().clone())
+                .map(|e| e.view.borrow().with_cell(&e.cell))
                 .collect(),
         )
     }
@@ -235,6 +235,7 @@ impl Handler<SetUdsp> for LnetActor {
 
     fn handle(&mut self, SetUdsp(policy): SetUdsp, _ctx: &mut Context<Self>) {
         self.config.udsp = policy;
+        self.publish_forward();
     }
 }
 
@@ -277,6 +278,7 @@ impl Handler<Counters> for LnetActor {
 
     fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
         let mut c = self.counters.clone();
+        self.path.add_counts(&mut c);
         // Gauges of `stats show`: the messages in flight (`msgs_alloc`), the most there
         // have been at once (`msgs_max`) and the transactions waiting for their ACK or
         // REPLY (`rst_alloc`, the response trackers).

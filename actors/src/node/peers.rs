@@ -158,7 +158,7 @@ impl LnetActor {
         let Some(recovery) = self.peer_recovery.clone() else {
             return;
         };
-        let (actor, view) = PeerNiActor::new(
+        let (actor, view, cell) = PeerNiActor::new(
             nid,
             self.config.peer_credits,
             self.clock,
@@ -166,8 +166,7 @@ impl LnetActor {
             recovery,
         );
         let addr = self.place(actor);
-        self.peer_nis
-            .insert(nid, PeerNiEntry { addr, view, seq: 0 });
+        self.peer_nis.insert(nid, PeerNiEntry { addr, view, cell });
     }
 
     /// Makes `nids` one peer (merging any peers that held one of them).
@@ -182,6 +181,7 @@ impl LnetActor {
         for nid in &nids {
             self.ensure_peer_ni(*nid);
         }
+        self.publish_peer_nis(&nids);
         self.peers.set(primary, nids, multi_rail, configured);
     }
 }
@@ -272,7 +272,7 @@ impl Handler<ListPeers> for LnetActor {
                         .nids
                         .iter()
                         .filter_map(|n| self.peer_nis.get(n))
-                        .map(|e| e.view.borrow().clone())
+                        .map(|e| e.view.borrow().with_cell(&e.cell))
                         .collect(),
                 })
                 .collect(),

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::txn::{MsgEventKind, Outcome};
 use super::{bump, LnetActor, Md, OutMsg, Step, SEEN_PUTS};
 use crate::events::RouteCause;
-use crate::router::{Release, Ticket};
+use crate::router::Ticket;
 
 /// A memory descriptor this node exposes: PUTs matching it are delivered on the channel
 /// [`Node::attach`](super::Node::attach) returns; GETs matching it are answered with `data`.
@@ -49,7 +49,7 @@ impl LnetActor {
         if h.check_lnet().is_err() {
             bump(&mut self.counters, "drop_count");
             if let Some(t) = ticket {
-                self.router.do_send(Release(t));
+                self.path.pools.release(t);
             }
             return;
         }
@@ -87,7 +87,7 @@ impl LnetActor {
                 other => {
                     bump(&mut self.counters, "drop_count");
                     if let Some(t) = other {
-                        self.router.do_send(Release(t));
+                        self.path.pools.release(t);
                     }
                 }
             }
@@ -95,7 +95,7 @@ impl LnetActor {
         }
         if let Some(t) = ticket {
             // Granted while this NID was not yet local: not a forward after all.
-            self.router.do_send(Release(t));
+            self.path.pools.release(t);
         }
         // `recv_length` of `stats show`: the payload bytes of messages received for this
         // node (forwarded ones count in `route_length`).
@@ -187,6 +187,9 @@ impl LnetActor {
                         dst_wmd: return_wmd,
                     },
                 };
+                // `send_length` counts the data a GET served, as the kernel's.
+                let n = self.counters.entry("send_length").or_default();
+                *n = n.saturating_add(u64::try_from(payload.len()).unwrap_or(u64::MAX));
                 self.send_response(reply, payload, rx.ni, from);
             }
             LnetMsg::Ack { dst_wmd, .. } => {

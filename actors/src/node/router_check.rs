@@ -312,6 +312,7 @@ impl Handler<SetLink> for LnetActor {
             return Err(NodeError::NoSuchNi { nid: m.nid });
         }
         self.set_link(m.nid, m.up, ctx);
+        self.publish_forward();
         Ok(())
     }
 }

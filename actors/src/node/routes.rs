@@ -170,7 +170,7 @@ impl LnetActor {
                 let (health, credits) = match self.peer_nis.get(&gw) {
                     Some(e) => {
                         let v = e.view.borrow();
-                        (v.health, v.tx_credits)
+                        (v.health, e.cell.credits())
                     }
                     None => (lnet::health::HealthValue::MAX, 0),
                 };
@@ -258,6 +258,7 @@ impl LnetActor {
                 cause,
             });
         }
+        self.publish_forward();
     }
 }
 

@@ -78,8 +78,8 @@ impl LnetActor {
                     sel_priority: udsp.local_ni_priority(nid),
                     dev_priority: LNET_MAX_SELECTION_PRIORITY,
                     numa_distance: self.config.numa.ni_distance(memory_node, e.numa_node),
-                    tx_credits: v.tx_credits,
-                    seq: e.seq,
+                    tx_credits: e.cell.credits(),
+                    seq: e.cell.seq(),
                 }
             })
             .collect();
@@ -89,7 +89,7 @@ impl LnetActor {
                 let (health, credits, seq) = match self.peer_nis.get(nid) {
                     Some(e) => {
                         let v = e.view.borrow();
-                        (v.health, v.tx_credits, e.seq)
+                        (v.health, e.cell.credits(), e.cell.seq())
                     }
                     None => (HealthValue::MAX, 0, 0),
                 };

@@ -17,7 +17,6 @@ use super::txn::{FailReason, MsgEventKind, Outcome};
 use super::{bump, LnetActor, OutMsg, Path, Step};
 use crate::events::{Event, ForwardDrop};
 use crate::ni::{tell, Apply, PeerTransmit};
-use crate::router::Release;
 
 /// A PUT.
 #[derive(Debug, Clone)]
@@ -74,12 +73,12 @@ impl LnetActor {
             dest,
         } = path;
         let tx_id = TxId(self.next());
-        if let Some(e) = self.nis.get_mut(&ni) {
-            e.seq = e.seq.wrapping_add(1);
+        if let Some(e) = self.nis.get(&ni) {
+            e.cell.picked();
         }
         self.ensure_peer_ni(peer);
-        if let Some(e) = self.peer_nis.get_mut(&peer) {
-            e.seq = e.seq.wrapping_add(1);
+        if let Some(e) = self.peer_nis.get(&peer) {
+            e.cell.picked();
         }
         if peer != dest {
             self.routes.used(peer);
@@ -119,7 +118,7 @@ impl LnetActor {
     pub(super) fn retire(&mut self, id: u64) -> Option<OutMsg> {
         let mut msg = self.msgs.remove(&id)?;
         if let Some(t) = msg.forward.take() {
-            self.router.do_send(Release(t));
+            self.path.pools.release(t);
         }
         Some(msg)
     }

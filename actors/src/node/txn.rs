@@ -234,6 +234,9 @@ impl LnetActor {
             payload_length: u32::try_from(req.payload.len()).unwrap_or(u32::MAX),
             msg,
         };
+        // `send_length`: the payload of this node's own PUTs (a GET has none).
+        let n = self.counters.entry("send_length").or_default();
+        *n = n.saturating_add(u64::from(header.payload_length));
         let timeout_ms = u64::try_from(req.timeout.as_millis()).unwrap_or(u64::MAX);
         let deadline = self.clock.now().saturating_add(Millis(timeout_ms));
         let (tx, rx) = mpsc::channel(3);

@@ -44,6 +44,35 @@ pub fn conns_per_peer_for_speed(speed_mbps: Option<u64>) -> u32 {
     ratio.ilog2() / 2 + 1
 }
 
+/// The runtimes of the node's CPTs (one thread each): a peer's task and its connections
+/// run on the CPT its NID hashes to, as its router buffers and peer NI do. Empty: the
+/// runtime the NI was started on. Compared by count.
+#[derive(Clone, Default)]
+pub struct Cpts(pub Vec<tokio::runtime::Handle>);
+
+impl Cpts {
+    /// The runtime of the CPT of `nid`, if there are CPTs.
+    pub fn of(&self, nid: &Nid) -> Option<&tokio::runtime::Handle> {
+        let n = u64::try_from(self.0.len()).ok().filter(|n| *n > 0)?;
+        let i = usize::try_from(u64::from(nid.nidhash()) % n).ok()?;
+        self.0.get(i)
+    }
+}
+
+impl PartialEq for Cpts {
+    fn eq(&self, other: &Cpts) -> bool {
+        self.0.len() == other.0.len()
+    }
+}
+
+impl Eq for Cpts {}
+
+impl std::fmt::Debug for Cpts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cpts({})", self.0.len())
+    }
+}
+
 /// The configuration of one socklnd NI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SockLndConfig {
@@ -88,6 +117,8 @@ pub struct SockLndConfig {
     pub backlog: u32,
     /// Whether Nagle stays on (`nagle`; off by default: TCP_NODELAY is set).
     pub nagle: bool,
+    /// The CPTs peers are spread over.
+    pub cpts: Cpts,
 }
 
 impl SockLndConfig {
@@ -116,6 +147,7 @@ impl SockLndConfig {
             max_reconnect: DEFAULT_MAX_RECONNECT,
             backlog: DEFAULT_BACKLOG,
             nagle: false,
+            cpts: Cpts::default(),
         }
     }
 

@@ -25,6 +25,6 @@ pub mod stats;
 pub mod status;
 pub mod wire;
 
-pub use config::SockLndConfig;
+pub use config::{Cpts, SockLndConfig};
 pub use ni::{SockLnd, StartError};
 pub use stats::{CloseReason, NiStats, PeerStats};

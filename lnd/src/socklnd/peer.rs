@@ -100,7 +100,11 @@ impl<H: LndHandler> NiShared<H> {
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
         let (data_tx, data_rx) = mpsc::channel(1);
         let task = PeerTask::new(self.clone(), id, cmd_tx.clone());
-        let join = tokio::spawn(task.run(cmd_rx, data_rx, self.stop.clone()));
+        let run = task.run(cmd_rx, data_rx, self.stop.clone());
+        let join = match self.cfg.cpts.of(&id.nid) {
+            Some(cpt) => cpt.spawn(run),
+            None => tokio::spawn(run),
+        };
         peers.map.insert(
             id,
             PeerEntry {
@@ -487,6 +491,15 @@ impl<H: LndHandler> PeerTask<H> {
             .ni
             .next_conn
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // A connection accepted on another CPT's thread moves to this peer's: its
+        // readiness is then reported to the thread that reads and writes it.
+        let stream = match stream.into_std().and_then(TcpStream::from_std) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(peer = %self.id, %e, "socklnd: connection lost moving to its CPT");
+                return;
+            }
+        };
         let _ = stream.set_nodelay(!cfg.nagle);
         let (idle, interval, count) = TCP_KEEPALIVE;
         let ka = socket2::TcpKeepalive::new()

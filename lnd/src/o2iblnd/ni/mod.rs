@@ -40,12 +40,16 @@ use super::connect::{
     RejectAction,
 };
 use super::credits::{clamp_concurrent_sends, ConnCredits};
-use super::exchange::{completion, Action, CloseWhy, Exchanges, LinkParams, SinkRegion};
+use super::exchange::{
+    completion, Action, CloseWhy, Exchanges, HeaderQuery, LinkParams, SinkRegion,
+};
 use super::status::{TxFailure, TxStage};
 use super::sys::{
     CmEvent, CmEventKind, CmId, ConnectParams, Cq, EventChannel, Fd, Pd, QpCaps, Region, SendWr,
 };
 use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE};
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::FutureExt;
 mod conns;
 mod rx;
 mod task;
@@ -287,6 +291,8 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             stats: O2ibStats::default(),
             max_send_wr,
             fatal: false,
+            parked: FuturesOrdered::new(),
+            delivering: FuturesOrdered::new(),
         };
         tracing::info!(%nid, "o2iblnd: NI up");
         let task = tokio::spawn(state.run(cm_fd, cq_fd, cmd_rx));
@@ -435,7 +441,19 @@ struct State<H: LndHandler> {
     stats: O2ibStats,
     max_send_wr: u32,
     fatal: bool,
+    /// Headers the layer above is judging. The task goes on meanwhile: a receive that
+    /// waits for a router buffer is parked (its credit is not returned to the peer until
+    /// the decision is applied), and decisions are applied in arrival order.
+    parked: FuturesOrdered<Parked>,
+    /// Messages being handed to the layer above, in arrival order.
+    delivering: FuturesOrdered<Delivery>,
 }
+
+/// A header being judged by the layer above, with the exchange waiting for the answer.
+type Parked =
+    std::pin::Pin<Box<dyn std::future::Future<Output = (HeaderQuery, RxDecision)> + Send>>;
+/// A message being handed to the layer above.
+type Delivery = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 fn bump(map: &mut HashMap<u8, u64>, key: u8) {
     *map.entry(key).or_default() += 1;

@@ -36,30 +36,51 @@ impl<H: LndHandler> State<H> {
             return;
         }
         if let Some(query) = self.ex.on_receive(Instant::now(), c, &raw) {
-            let decision = self.header(query.from(), query.header()).await;
-            self.ex.on_header_decision(Instant::now(), query, decision);
+            let h = self.handler.clone();
+            let rx = RxHeader {
+                ni: self.me.nid,
+                from: query.from(),
+                header: query.header(),
+            };
+            let mut judged: Parked = Box::pin(async move {
+                let decision = h.on_header(rx).await;
+                (query, decision)
+            });
+            // Most headers are judged at once; one that waits (for a router buffer) is
+            // parked, and so is any header behind it.
+            match self.parked.is_empty().then(|| (&mut judged).now_or_never()) {
+                Some(Some((query, decision))) => {
+                    self.ex.on_header_decision(Instant::now(), query, decision);
+                }
+                _ => self.parked.push_back(judged),
+            }
         }
         self.run_actions().await;
     }
 
-    async fn header(&self, from: ProcessId, header: Header) -> RxDecision {
-        let h = self.handler.clone();
-        h.on_header(RxHeader {
-            ni: self.me.nid,
-            from,
-            header,
-        })
-        .await
+    /// The layer above judged a parked header.
+    pub(super) fn on_judged(&mut self, query: HeaderQuery, decision: RxDecision) {
+        self.ex.on_header_decision(Instant::now(), query, decision);
     }
 
-    pub(super) async fn deliver(&self, from: ProcessId, header: Header, payload: Bytes) {
+    /// Hands a received message to the layer above, without waiting for it: a message
+    /// it cannot take at once waits in order behind the ones before it.
+    pub(super) fn deliver(&mut self, from: ProcessId, header: Header, payload: Bytes) {
         let h = self.handler.clone();
-        h.on_message(RxMessage {
+        let msg = RxMessage {
             ni: self.me.nid,
             from,
             header,
             payload,
-        })
-        .await;
+        };
+        let mut handed: Delivery = Box::pin(async move { h.on_message(msg).await });
+        match self
+            .delivering
+            .is_empty()
+            .then(|| (&mut handed).now_or_never())
+        {
+            Some(Some(())) => {}
+            _ => self.delivering.push_back(handed),
+        }
     }
 }

@@ -47,6 +47,10 @@ impl<H: LndHandler> State<H> {
                     }
                 },
                 _ = tick.tick() => self.on_tick().await,
+                Some((query, decision)) = self.parked.next(), if !self.parked.is_empty() => {
+                    self.on_judged(query, decision);
+                }
+                Some(()) = self.delivering.next(), if !self.delivering.is_empty() => {}
             }
             self.run_actions().await;
         }
@@ -76,7 +80,7 @@ impl<H: LndHandler> State<H> {
                     from,
                     header,
                     payload,
-                } => self.deliver(from, header, payload).await,
+                } => self.deliver(from, header, payload),
                 Action::DeliverSink {
                     from,
                     header,
@@ -87,7 +91,7 @@ impl<H: LndHandler> State<H> {
                     if let Some(data) = self.pools.sink.read(offset, len) {
                         buf.clear();
                         buf.extend_from_slice(data);
-                        self.deliver(from, header, buf.freeze()).await;
+                        self.deliver(from, header, buf.freeze());
                     }
                 }
                 Action::Complete(done) => self.handler.on_send_complete(done),

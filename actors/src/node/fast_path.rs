@@ -1,0 +1,394 @@
+//! The forwarding path: a message for another node is forwarded on the task it arrived
+//! on, with one hand-off (to the next hop's LND) and no actor message when all goes well.
+//!
+//! The LNet actor publishes a [`ForwardSnapshot`] whenever what the forward decision
+//! reads changes: the route table and gateway state ([`lnet::forward::ForwardTable`]),
+//! the local NIs and the known peer NIs with their shared cells ([`NiCell`]), whether
+//! the node forwards. The receiving task then, synchronously:
+//!
+//! 1. decides the next hop ([`lnet::forward::ForwardTable::next_hop`]) from the snapshot
+//!    and the live health and credits in the cells;
+//! 2. charges a peer NI tx credit and a local NI tx credit in place (only free ones);
+//! 3. counts the message where the NI and peer NI actors would, and notes that its net
+//!    was heard;
+//! 4. hands it to the next hop's LND.
+//!
+//! When the send completes OK and both NIs are at full health, the credits and the
+//! router buffer go back in place and a counter goes up: no actor hears of it. Anything
+//! else (a failure, a health below the maximum, a credit that a queued message waits
+//! for) goes to the actors: the message is handed to the LNet actor ([`Adopted`]),
+//! which applies the health rules and resends or drops it as for any forwarded message.
+//!
+//! A message the path cannot take as it is (no credit free, an NI or peer NI below full
+//! health or not known yet, fault rules in force, the node draining, a net or gateway
+//! whose state the message would change, no next hop) takes the LNet actor's path from
+//! the start: the path never decides anything the actor would decide differently.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+
+use actix::prelude::*;
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use lnd::{RxMessage, TxCompletion, TxId, TxRequest};
+use lnet::forward::{ForwardTable, Live};
+use lnet::time::Millis;
+use lnet::{Header, Net, Nid};
+use tokio::sync::mpsc;
+
+use crate::clock::Clock;
+use crate::driver::Driver;
+use crate::fault::FaultRules;
+use crate::ni::{refusal_status, CreditBack, LocalNiActor, PeerNiActor};
+use crate::ni_cell::NiCell;
+use crate::router::{RouterPools, Ticket};
+
+/// The top bit of a [`TxId`] the forwarding path made (the LNet actor's ids never
+/// reach it).
+const FAST_TX: u64 = 1 << 63;
+/// Shards of the table of messages in flight.
+const SHARDS: usize = 16;
+
+/// A local NI as the forwarding path reaches it.
+#[derive(Clone)]
+pub(crate) struct PathNi {
+    pub(crate) cell: Arc<NiCell>,
+    pub(crate) addr: Addr<LocalNiActor>,
+    pub(crate) driver: Arc<dyn Driver>,
+    /// Up, and not advertised DOWN: traffic on it changes nothing the actor keeps.
+    pub(crate) quiet: bool,
+}
+
+/// A known peer NI as the forwarding path reaches it.
+#[derive(Clone)]
+pub(crate) struct PathPeerNi {
+    pub(crate) cell: Arc<NiCell>,
+    pub(crate) addr: Addr<PeerNiActor>,
+}
+
+/// What the LNet actor publishes for the forwarding path. See the module documentation.
+#[derive(Clone, Default)]
+pub(crate) struct ForwardSnapshot {
+    /// The node forwards (routing on, not draining).
+    pub(crate) routing: bool,
+    /// The route table and local NIs as the decision reads them.
+    pub(crate) table: ForwardTable,
+    /// The local NIs.
+    pub(crate) nis: HashMap<Nid, PathNi>,
+    /// Gateways the actor holds dead: traffic from one revives it, so it takes the
+    /// actor's path.
+    pub(crate) dead_gateways: HashSet<Nid>,
+    /// When each local net was last heard from by the forwarding path (milliseconds plus
+    /// one), for the net check.
+    pub(crate) heard: HashMap<Net, Arc<AtomicU64>>,
+}
+
+/// A message the forwarding path handed to an LND.
+pub(crate) struct InFlight {
+    header: Header,
+    payload: Bytes,
+    ticket: Ticket,
+    received_at: Millis,
+    ni_cell: Arc<NiCell>,
+    ni_addr: Addr<LocalNiActor>,
+    peer_cell: Arc<NiCell>,
+    peer_addr: Addr<PeerNiActor>,
+}
+
+/// A forwarded message whose send the actors must finish: its completion and what the
+/// forwarding path knew of it.
+pub(crate) struct Adopted {
+    pub(crate) done: TxCompletion,
+    pub(crate) header: Header,
+    pub(crate) payload: Bytes,
+    pub(crate) ticket: Ticket,
+    pub(crate) received_at: Millis,
+}
+
+/// A next hop whose credits are charged.
+struct Charged {
+    ni: Nid,
+    peer: Nid,
+    out: PathNi,
+    to: PathPeerNi,
+    now: Millis,
+}
+
+/// Counts of the forwarding path, added to the node's statistics.
+#[derive(Debug, Default)]
+pub(crate) struct PathCounts {
+    /// Messages forwarded and completed OK without an actor.
+    pub(crate) route_count: AtomicU64,
+    /// Their payload bytes.
+    pub(crate) route_length: AtomicU64,
+    /// Messages the path sent whose completion went to the actors.
+    pub(crate) adopted: AtomicU64,
+    /// Messages the LNet actor forwarded from the start.
+    pub(crate) by_actor: AtomicU64,
+}
+
+/// How this node's forwarded messages went (`Node::forwarding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ForwardingCounts {
+    /// Forwarded on the task they arrived on and completed OK at full health: no actor
+    /// heard of them.
+    pub fast: u64,
+    /// Sent by the forwarding path, then finished by the actors (a failure, or a health
+    /// below the maximum).
+    pub handed_over: u64,
+    /// Forwarded by the LNet actor from the start (see the module documentation for
+    /// when).
+    pub by_actor: u64,
+}
+
+/// The forwarding path's state, shared by the receiving tasks (through the
+/// [`super::NodeHandler`]) and the LNet actor.
+pub(crate) struct ForwardPath {
+    pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
+    /// The peer NIs of known peers, apart from the snapshot (they change often and
+    /// there can be many): added one by one, in shards by NID, each behind a lock of its
+    /// own that the path only reads.
+    peer_nis: Vec<RwLock<HashMap<Nid, PathPeerNi>>>,
+    pub(crate) pools: Arc<RouterPools>,
+    pub(crate) faults: FaultRules,
+    pub(crate) clock: Clock,
+    pub(crate) counts: PathCounts,
+    in_flight: Vec<Mutex<HashMap<TxId, InFlight>>>,
+    next_tx: AtomicU64,
+    adopt: mpsc::UnboundedSender<Adopted>,
+}
+
+impl std::fmt::Debug for ForwardPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForwardPath")
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl ForwardPath {
+    /// A path that forwards nothing until a snapshot is published; messages whose send
+    /// the actors must finish go to `adopt`.
+    pub(crate) fn new(
+        pools: Arc<RouterPools>,
+        faults: FaultRules,
+        clock: Clock,
+        adopt: mpsc::UnboundedSender<Adopted>,
+    ) -> ForwardPath {
+        ForwardPath {
+            snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
+            peer_nis: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            pools,
+            faults,
+            clock,
+            counts: PathCounts::default(),
+            in_flight: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            next_tx: AtomicU64::new(0),
+            adopt,
+        }
+    }
+
+    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, HashMap<TxId, InFlight>>> {
+        let i = usize::try_from(id.0 % SHARDS as u64).unwrap_or(0);
+        self.in_flight
+            .get(i)
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<HashMap<Nid, PathPeerNi>>> {
+        let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
+        self.peer_nis.get(i)
+    }
+
+    /// Peer NI `nid` belongs to a known peer: the path may send to it and take
+    /// messages from it.
+    pub(crate) fn add_peer_ni(&self, nid: Nid, peer_ni: PathPeerNi) {
+        if let Some(s) = self.peer_shard(&nid) {
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(nid, peer_ni);
+        }
+    }
+
+    fn peer_ni(&self, nid: &Nid) -> Option<PathPeerNi> {
+        self.peer_shard(nid)?
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(nid)
+            .cloned()
+    }
+
+    /// Messages the path handed to an LND whose send has not completed.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .sum()
+    }
+
+    /// `counters` (the LNet actor's) with the path's own added.
+    pub(crate) fn add_counts(&self, counters: &mut std::collections::BTreeMap<&'static str, u64>) {
+        for (name, n) in [
+            ("route_count", &self.counts.route_count),
+            ("route_length", &self.counts.route_length),
+        ] {
+            let c = counters.entry(name).or_default();
+            *c = c.saturating_add(n.load(Relaxed));
+        }
+    }
+
+    /// How the forwarded messages went so far.
+    pub(crate) fn counts(&self) -> ForwardingCounts {
+        ForwardingCounts {
+            fast: self.counts.route_count.load(Relaxed),
+            handed_over: self.counts.adopted.load(Relaxed),
+            by_actor: self.counts.by_actor.load(Relaxed),
+        }
+    }
+
+    /// Whether `id` is one of the path's sends.
+    pub(crate) fn owns(id: TxId) -> bool {
+        id.0 & FAST_TX != 0
+    }
+
+    /// Forwards `msg`, which holds router buffer `ticket`, if the path can take it as it
+    /// is; otherwise gives both back for the actor's path.
+    pub(crate) async fn forward(
+        &self,
+        msg: RxMessage,
+        ticket: Ticket,
+    ) -> Result<(), (RxMessage, Ticket)> {
+        let Some(c) = self.charge(&msg) else {
+            return Err((msg, ticket));
+        };
+        let id = TxId(FAST_TX | self.next_tx.fetch_add(1, Relaxed));
+        let tx = TxRequest {
+            id,
+            peer: c.peer,
+            header: msg.header,
+            payload: msg.payload.clone(),
+        };
+        let flight = InFlight {
+            header: msg.header,
+            payload: msg.payload,
+            ticket,
+            received_at: c.now,
+            ni_cell: Arc::clone(&c.out.cell),
+            ni_addr: c.out.addr.clone(),
+            peer_cell: Arc::clone(&c.to.cell),
+            peer_addr: c.to.addr.clone(),
+        };
+        if let Some(mut s) = self.shard(id) {
+            s.insert(id, flight);
+        }
+        if let Err(e) = c.out.driver.send(tx).await {
+            self.complete(TxCompletion {
+                id,
+                ni: c.ni,
+                peer: c.peer,
+                status: refusal_status(&e),
+                reason: Some(e.to_string()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Decides the next hop and charges its credits, or says the actor's path must take
+    /// the message.
+    fn charge(&self, msg: &RxMessage) -> Option<Charged> {
+        let snap = self.snapshot.load();
+        if !snap.routing || !self.faults.is_empty() || msg.header.check_lnet().is_err() {
+            return None;
+        }
+        let from = msg.from.nid;
+        let rx_ni = snap.nis.get(&msg.ni).filter(|n| n.quiet)?;
+        let sender = self.peer_ni(&from)?;
+        if snap.dead_gateways.contains(&from)
+            || !rx_ni.cell.health().is_max()
+            || !sender.cell.health().is_max()
+        {
+            return None;
+        }
+        let live = |cell: &NiCell| Live {
+            health: cell.health(),
+            tx_credits: cell.credits(),
+            seq: cell.seq(),
+        };
+        let hop = snap
+            .table
+            .next_hop(
+                msg.header.dest_nid,
+                msg.ni.net,
+                |n| snap.nis.get(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
+                |n| self.peer_ni(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
+            )
+            .ok()?;
+        let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
+        let to = self.peer_ni(&hop.peer)?;
+        if !out.cell.health().is_max() || !to.cell.health().is_max() || !to.cell.try_take() {
+            return None;
+        }
+        if !out.cell.try_take() {
+            if to.cell.give_back() {
+                to.addr.do_send(CreditBack);
+            }
+            return None;
+        }
+        // Committed: count it where the actors would.
+        let now = self.clock.now();
+        let t = msg.header.msg_type();
+        sender.cell.count_received(t);
+        sender.cell.alive_at(now);
+        rx_ni.cell.count_received(t);
+        if let Some(h) = snap.heard.get(&msg.ni.net) {
+            h.fetch_max(now.0.saturating_add(1), Relaxed);
+        }
+        to.cell.count_sent(t);
+        to.cell.picked();
+        out.cell.count_sent(t);
+        out.cell.picked();
+        Some(Charged {
+            ni: hop.ni,
+            peer: hop.peer,
+            out: out.clone(),
+            to: to.clone(),
+            now,
+        })
+    }
+
+    /// A send of the path completed: finished in place when it went well at full
+    /// health, else handed to the LNet actor.
+    pub(crate) fn complete(&self, done: TxCompletion) {
+        let Some(f) = self.shard(done.id).and_then(|mut s| s.remove(&done.id)) else {
+            return;
+        };
+        let well =
+            done.status.is_ok() && f.ni_cell.health().is_max() && f.peer_cell.health().is_max();
+        if !well {
+            self.counts.adopted.fetch_add(1, Relaxed);
+            let adopted = Adopted {
+                done,
+                header: f.header,
+                payload: f.payload,
+                ticket: f.ticket,
+                received_at: f.received_at,
+            };
+            if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
+                // The node is gone: nothing will resend it.
+                self.pools.release(a.ticket);
+            }
+            return;
+        }
+        if f.peer_cell.give_back() {
+            f.peer_addr.do_send(CreditBack);
+        }
+        if f.ni_cell.give_back() {
+            f.ni_addr.do_send(CreditBack);
+        }
+        self.counts.route_count.fetch_add(1, Relaxed);
+        let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
+        self.counts.route_length.fetch_add(len, Relaxed);
+        self.pools.release(f.ticket);
+    }
+}

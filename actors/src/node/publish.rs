@@ -1,0 +1,185 @@
+//! The LNet actor's side of the forwarding path ([`super::fast_path`]): the snapshot it
+//! publishes, the sends it takes over, and the traffic the path heard, which the net
+//! check counts.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use actix::prelude::*;
+use lnet::forward::{ForwardNi, ForwardRoute, ForwardTable};
+use lnet::health::check::NiState;
+use lnet::netcheck::{Heard, NetChange};
+use lnet::route::GatewayAlive;
+use lnet::time::Millis;
+use lnet::{Net, Nid};
+
+use super::fast_path::{Adopted, ForwardSnapshot, PathNi, PathPeerNi};
+use super::{LnetActor, OutMsg};
+use crate::events::{Event, NetStatusReason};
+
+/// When each local net was last heard from by the forwarding path, and how much of it
+/// the net check has seen.
+#[derive(Debug, Default)]
+pub(super) struct PathHeard {
+    nets: HashMap<Net, (Arc<AtomicU64>, u64)>,
+}
+
+impl LnetActor {
+    /// Publishes what the forwarding path reads. Called whenever routes, gateway state,
+    /// peers, local NIs or their status, or the routing setting change, and every router
+    /// tick.
+    pub(super) fn publish_forward(&mut self) {
+        let routing = self.config.tunables.routing() && !self.routes.draining;
+        let numa = &self.config.numa;
+        let nis: Vec<ForwardNi> = self
+            .nis
+            .iter()
+            .map(|(nid, e)| ForwardNi {
+                nid: *nid,
+                link_down: self.routes.link_down(nid),
+                numa_distance: numa.ni_distance(None, e.numa_node),
+            })
+            .collect();
+        let routes: Vec<ForwardRoute> = self
+            .routes
+            .table
+            .iter()
+            .map(|r| ForwardRoute {
+                net: r.spec.net,
+                gateway: r.spec.gateway,
+                up: r.state.is_ok(),
+                priority: r.spec.priority,
+                hops: r.spec.hops,
+            })
+            .collect();
+        let table = ForwardTable {
+            nis,
+            routes,
+            udsp: self.config.udsp.clone(),
+            numa_range: self.config.tunables.numa_range(),
+        };
+        let path_nis: HashMap<Nid, PathNi> = self
+            .nis
+            .iter()
+            .map(|(nid, e)| {
+                let quiet = e.view.borrow().state == NiState::Up
+                    && !self.routes.advertised_down(nid, routing);
+                let ni = PathNi {
+                    cell: Arc::clone(&e.cell),
+                    addr: e.addr.clone(),
+                    driver: Arc::clone(&e.driver),
+                    quiet,
+                };
+                (*nid, ni)
+            })
+            .collect();
+        let dead_gateways = self
+            .routes
+            .gateways
+            .iter()
+            .filter(|(_, g)| matches!(g.view.alive, GatewayAlive::Dead(_)))
+            .map(|(n, _)| *n)
+            .collect();
+        for nid in self.nis.keys() {
+            self.path_heard
+                .nets
+                .entry(nid.net)
+                .or_insert_with(|| (Arc::new(AtomicU64::new(0)), 0));
+        }
+        let heard = self
+            .path_heard
+            .nets
+            .iter()
+            .map(|(net, (h, _))| (*net, Arc::clone(h)))
+            .collect();
+        self.path.snapshot.store(Arc::new(ForwardSnapshot {
+            routing,
+            table,
+            nis: path_nis,
+            dead_gateways,
+            heard,
+        }));
+    }
+
+    /// Peer NIs `nids` belong to a known peer now: the forwarding path may use them.
+    pub(super) fn publish_peer_nis(&self, nids: &[Nid]) {
+        for nid in nids {
+            if let Some(e) = self.peer_nis.get(nid) {
+                let p = PathPeerNi {
+                    cell: Arc::clone(&e.cell),
+                    addr: e.addr.clone(),
+                };
+                self.path.add_peer_ni(*nid, p);
+            }
+        }
+    }
+
+    /// The forwarding path heard traffic on local nets since the last look: the net
+    /// check counts it as the actor's own receive path would have.
+    pub(super) fn path_heard(&mut self, ctx: &mut Context<Self>) {
+        if !self.config.tunables.routing() {
+            return;
+        }
+        let mode = self.routes.net_check;
+        let mut up = Vec::new();
+        for (net, (h, seen)) in &mut self.path_heard.nets {
+            let at = h.load(Relaxed);
+            if at <= *seen {
+                continue;
+            }
+            *seen = at;
+            let when = Millis(at.saturating_sub(1));
+            let change = self
+                .routes
+                .nets
+                .get_mut(net)
+                .and_then(|l| l.heard(when, Heard::Other, mode));
+            if change == Some(NetChange::Up) {
+                up.push(*net);
+            }
+        }
+        for net in &up {
+            self.events.publish(Event::NetStatus {
+                at: self.clock.now(),
+                net: *net,
+                up: true,
+                reason: NetStatusReason::Heard,
+            });
+        }
+        if !up.is_empty() {
+            self.push_all(ctx);
+        }
+    }
+
+    /// A send of the forwarding path that the actors must finish (a failure, or a health
+    /// below the maximum): it becomes a forwarded message of this actor with that send
+    /// as its attempt, and its completion is handled as any other.
+    pub(super) fn adopt(&mut self, a: Adopted, ctx: &mut Context<Self>) {
+        let id = self.next();
+        let deadline = a.received_at.saturating_add(Millis::from_secs(u64::from(
+            self.config.tunables.transaction_timeout(),
+        )));
+        let dest = a.header.dest_nid;
+        let pin_peer = self.has_net(dest.net).then_some(dest);
+        self.msgs.insert(
+            id,
+            OutMsg {
+                header: a.header,
+                payload: a.payload,
+                target: dest,
+                txn: None,
+                deadline,
+                retries: 0,
+                recovery_ping: false,
+                pin_local: None,
+                pin_peer,
+                attempt: Some((a.done.id, a.done.ni, a.done.peer)),
+                abandoned: false,
+                forward: Some(a.ticket),
+            },
+        );
+        self.attempts.insert(a.done.id, id);
+        self.on_completion(a.done, ctx);
+    }
+}

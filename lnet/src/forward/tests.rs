@@ -1,0 +1,169 @@
+use super::*;
+
+fn nid(s: &str) -> Nid {
+    s.parse().unwrap()
+}
+
+fn ni(s: &str) -> ForwardNi {
+    ForwardNi {
+        nid: nid(s),
+        link_down: false,
+        numa_distance: 0,
+    }
+}
+
+fn route(net: &str, gw: &str, up: bool, priority: u32) -> ForwardRoute {
+    ForwardRoute {
+        net: net.parse().unwrap(),
+        gateway: nid(gw),
+        up,
+        priority,
+        hops: None,
+    }
+}
+
+/// A router with NIs on tcp and tcp1, routes to tcp2 through two gateways on tcp1.
+fn table() -> ForwardTable {
+    ForwardTable {
+        nis: vec![ni("10.0.0.1@tcp"), ni("10.1.0.1@tcp1"), ni("10.1.0.2@tcp1")],
+        routes: vec![
+            route("tcp2", "10.1.0.8@tcp1", true, 0),
+            route("tcp2", "10.1.0.9@tcp1", true, 0),
+        ],
+        udsp: UdspPolicy::default(),
+        numa_range: 0,
+    }
+}
+
+fn all_well(_: &Nid) -> Live {
+    Live::UNKNOWN
+}
+
+#[test]
+fn a_destination_on_a_local_net_is_reached_direct_from_an_ni_on_that_net() {
+    let t = table();
+    let dest = nid("10.0.0.7@tcp");
+    let hop = t
+        .next_hop(dest, nid("10.1.0.5@tcp1").net, all_well, all_well)
+        .unwrap();
+    assert_eq!(hop.ni, nid("10.0.0.1@tcp"));
+    assert_eq!(hop.peer, dest);
+    assert!(!hop.via_gateway(dest));
+}
+
+#[test]
+fn a_message_that_arrived_on_its_destinations_net_is_refused() {
+    let t = table();
+    let dest = nid("10.0.0.7@tcp");
+    assert_eq!(
+        t.next_hop(dest, dest.net, all_well, all_well),
+        Err(NoHop::OwnNet { dest })
+    );
+}
+
+#[test]
+fn the_local_ni_with_the_best_health_then_most_credits_is_picked() {
+    let t = table();
+    let dest = nid("10.1.0.7@tcp1");
+    let sick = nid("10.1.0.1@tcp1");
+    let local = |n: &Nid| Live {
+        health: if *n == sick {
+            HealthValue::clamped(900)
+        } else {
+            HealthValue::MAX
+        },
+        ..Live::UNKNOWN
+    };
+    let hop = t
+        .next_hop(dest, nid("10.0.0.2@tcp").net, local, all_well)
+        .unwrap();
+    assert_eq!(hop.ni, nid("10.1.0.2@tcp1"));
+    let credits = |n: &Nid| Live {
+        tx_credits: if *n == sick { 5 } else { 1 },
+        ..Live::UNKNOWN
+    };
+    let hop = t
+        .next_hop(dest, nid("10.0.0.2@tcp").net, credits, all_well)
+        .unwrap();
+    assert_eq!(hop.ni, sick);
+}
+
+#[test]
+fn a_remote_net_goes_through_a_live_gateway_round_robin_among_equals() {
+    let t = table();
+    let dest = nid("10.2.0.7@tcp2");
+    let from = nid("10.0.0.2@tcp").net;
+    let used = nid("10.1.0.8@tcp1");
+    let seq = |n: &Nid| Live {
+        seq: u64::from(*n == used),
+        ..Live::UNKNOWN
+    };
+    let hop = t.next_hop(dest, from, all_well, seq).unwrap();
+    assert_eq!(hop.peer, nid("10.1.0.9@tcp1"));
+    assert!(hop.via_gateway(dest));
+    assert_eq!(hop.ni.net, hop.peer.net);
+}
+
+#[test]
+fn a_route_that_is_down_is_never_picked_and_none_up_is_no_live_route() {
+    let mut t = table();
+    let dest = nid("10.2.0.7@tcp2");
+    let from = nid("10.0.0.2@tcp").net;
+    t.routes[1].up = false;
+    for _ in 0..4 {
+        let hop = t.next_hop(dest, from, all_well, all_well).unwrap();
+        assert_eq!(hop.peer, nid("10.1.0.8@tcp1"));
+    }
+    t.routes[0].up = false;
+    assert_eq!(
+        t.next_hop(dest, from, all_well, all_well),
+        Err(NoHop::NoLiveRoute { net: dest.net })
+    );
+}
+
+#[test]
+fn the_lower_priority_value_wins_over_gateway_health() {
+    let mut t = table();
+    t.routes[1].priority = 1;
+    let dest = nid("10.2.0.7@tcp2");
+    let first = nid("10.1.0.8@tcp1");
+    let peer = |n: &Nid| Live {
+        health: if *n == first {
+            HealthValue::clamped(500)
+        } else {
+            HealthValue::MAX
+        },
+        ..Live::UNKNOWN
+    };
+    let hop = t
+        .next_hop(dest, nid("10.0.0.2@tcp").net, all_well, peer)
+        .unwrap();
+    assert_eq!(hop.peer, first);
+}
+
+#[test]
+fn routes_whose_gateway_net_has_every_link_down_are_not_alive() {
+    let mut t = table();
+    for n in t
+        .nis
+        .iter_mut()
+        .filter(|n| n.nid.net == nid("1.1.1.1@tcp1").net)
+    {
+        n.link_down = true;
+    }
+    let dest = nid("10.2.0.7@tcp2");
+    assert_eq!(
+        t.next_hop(dest, nid("10.0.0.2@tcp").net, all_well, all_well),
+        Err(NoHop::NoLiveRoute { net: dest.net })
+    );
+}
+
+#[test]
+fn a_net_with_no_route_and_no_ni_is_no_route() {
+    let t = table();
+    let dest = nid("10.3.0.7@tcp3");
+    assert_eq!(
+        t.next_hop(dest, nid("10.0.0.2@tcp").net, all_well, all_well),
+        Err(NoHop::NoRoute { net: dest.net })
+    );
+}
