@@ -543,7 +543,7 @@ fn discover_and_failed_pings_keep_the_ping_layout() {
     // `discover` prints the kernel's ping document under `discover:`.
     let want = fixture(K, "ping.yaml").replacen("ping:", "discover:", 1);
     assert_same(
-        &PingShow::list_to_yaml("discover", &[m.clone()], &[]),
+        &PingShow::list_to_yaml("discover", std::slice::from_ref(&m), &[]),
         &want,
     );
     // NIDs that did not answer follow under `manage:`, with errno and descr.
