@@ -29,8 +29,15 @@ use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
 
 /// Frames up to this size are written with one write call (header and payload copied
-/// together); larger payloads are written from their own buffer.
+/// together, with the other small frames queued at the same time); larger payloads are
+/// written from their own buffer.
 const COALESCE_BYTES: usize = 4096;
+/// Most frames a writer takes from its queue for one round of writes.
+const WRITE_BATCH: usize = 64;
+/// Bytes a reader asks the socket for while it is between payloads: the next headers, and
+/// the frames after them, come in one read (a payload's first bytes read this way are
+/// copied into its buffer; the rest is read straight into it).
+const HEADER_READ: usize = 16 * 1024;
 /// Most bytes read at once outside a payload read into the caller's buffer (a discarded
 /// payload is read in chunks of this size).
 const READ_CHUNK: usize = 64 * 1024;
@@ -81,60 +88,79 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Writes what comes in until the peer task drops the queue or a write fails.
+    /// Writes what comes in until the peer task drops the queue or a write fails. What
+    /// is queued together is written together: small frames are coalesced into one write.
     pub(crate) async fn run(self, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<WriteItem>) {
-        while let Some(item) = rx.recv().await {
-            let (seq, result) = match item {
-                WriteItem::Noop(k) => (None, self.write(&mut w, &k.encode(), None).await),
-                WriteItem::Lnet {
-                    seq,
-                    header,
-                    payload,
-                } => {
-                    self.progress.current.store(seq, Ordering::Release);
-                    let mut head = KsockHeader::lnet().encode().to_vec();
-                    let result = match header.encode_into(self.form, &mut head) {
-                        Err(e) => {
+        let mut batch: Vec<WriteItem> = Vec::with_capacity(WRITE_BATCH);
+        let mut out: Vec<u8> = Vec::with_capacity(COALESCE_BYTES * 4);
+        let mut sent: Vec<u64> = Vec::with_capacity(WRITE_BATCH);
+        while let Some(first) = rx.recv().await {
+            batch.push(first);
+            while batch.len() < WRITE_BATCH {
+                match rx.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            out.clear();
+            sent.clear();
+            let mut result = Ok(());
+            for item in batch.drain(..) {
+                if result.is_err() {
+                    break;
+                }
+                match item {
+                    WriteItem::Noop(k) => out.extend_from_slice(&k.encode()),
+                    WriteItem::Lnet {
+                        seq,
+                        header,
+                        payload,
+                    } => {
+                        if sent.is_empty() {
+                            self.progress.current.store(seq, Ordering::Release);
+                        }
+                        out.extend_from_slice(&KsockHeader::lnet().encode());
+                        if let Err(e) = header.encode_into(self.form, &mut out) {
                             // Checked when the send was accepted; cannot happen.
-                            Err(ConnEnd::Protocol(format!("cannot encode header: {e}")))
+                            result = Err(ConnEnd::Protocol(format!("cannot encode header: {e}")));
+                            break;
                         }
-                        Ok(()) if head.len() + payload.len() <= COALESCE_BYTES => {
-                            head.extend_from_slice(&payload);
-                            self.write(&mut w, &head, None).await
+                        if payload.len() <= COALESCE_BYTES {
+                            out.extend_from_slice(&payload);
+                        } else {
+                            result = self.write(&mut w, &out, Some(&payload)).await;
+                            out.clear();
                         }
-                        Ok(()) => self.write(&mut w, &head, Some(&payload)).await,
-                    };
-                    (Some(seq), result)
-                }
-            };
-            match (seq, result) {
-                (Some(seq), Ok(())) => {
-                    self.progress.done_through.store(seq, Ordering::Release);
-                    if self
-                        .peer
-                        .send(PeerCmd::Sent {
-                            conn: self.conn,
-                            seq,
-                        })
-                        .await
-                        .is_err()
-                    {
-                        return;
+                        sent.push(seq);
                     }
-                    self.progress.current.store(0, Ordering::Release);
                 }
-                (None, Ok(())) => {}
-                (_, Err(end)) => {
-                    let _ = self
-                        .peer
-                        .send(PeerCmd::Closed {
-                            conn: self.conn,
-                            end,
-                        })
-                        .await;
+            }
+            if result.is_ok() && !out.is_empty() {
+                result = self.write(&mut w, &out, None).await;
+            }
+            if let Err(end) = result {
+                let _ = self
+                    .peer
+                    .send(PeerCmd::Closed {
+                        conn: self.conn,
+                        end,
+                    })
+                    .await;
+                return;
+            }
+            if let Some(last) = sent.last() {
+                self.progress.done_through.store(*last, Ordering::Release);
+            }
+            for seq in sent.drain(..) {
+                let done = PeerCmd::Sent {
+                    conn: self.conn,
+                    seq,
+                };
+                if self.peer.send(done).await.is_err() {
                     return;
                 }
             }
+            self.progress.current.store(0, Ordering::Release);
         }
         // The peer task dropped the queue: close our direction.
         let _ = tokio::time::timeout(self.timeout, w.shutdown()).await;
@@ -268,7 +294,11 @@ impl<H: LndHandler> Reader<H> {
                 let mut limited = (&mut *r).take(u64::try_from(left).unwrap_or(u64::MAX));
                 return limited.read_buf(sink).await;
             }
-            let want = d.wanted().clamp(1, READ_CHUNK);
+            let want = if d.stage() == Stage::Payload {
+                d.wanted().clamp(1, READ_CHUNK)
+            } else {
+                d.wanted().max(HEADER_READ).min(READ_CHUNK)
+            };
             let mut buf = BytesMut::with_capacity(want);
             let n = (&mut *r)
                 .take(u64::try_from(want).unwrap_or(u64::MAX))
