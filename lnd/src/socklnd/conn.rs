@@ -92,7 +92,7 @@ impl Writer {
     /// is queued together is written together: small frames are coalesced into one write.
     pub(crate) async fn run(self, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<WriteItem>) {
         let mut batch: Vec<WriteItem> = Vec::with_capacity(WRITE_BATCH);
-        let mut out: Vec<u8> = Vec::with_capacity(COALESCE_BYTES * 4);
+        let mut out = Coalesced::default();
         let mut sent: Vec<u64> = Vec::with_capacity(WRITE_BATCH);
         while let Some(first) = rx.recv().await {
             batch.push(first);
@@ -102,7 +102,6 @@ impl Writer {
                     Err(_) => break,
                 }
             }
-            out.clear();
             sent.clear();
             let mut result = Ok(());
             for item in batch.drain(..) {
@@ -110,33 +109,36 @@ impl Writer {
                     break;
                 }
                 match item {
-                    WriteItem::Noop(k) => out.extend_from_slice(&k.encode()),
+                    WriteItem::Noop(k) => out.bytes.extend_from_slice(&k.encode()),
                     WriteItem::Lnet {
                         seq,
                         header,
                         payload,
                     } => {
-                        if sent.is_empty() {
-                            self.progress.current.store(seq, Ordering::Release);
-                        }
-                        out.extend_from_slice(&KsockHeader::lnet().encode());
-                        if let Err(e) = header.encode_into(self.form, &mut out) {
+                        let mut head = KsockHeader::lnet().encode().to_vec();
+                        if let Err(e) = header.encode_into(self.form, &mut head) {
                             // Checked when the send was accepted; cannot happen.
                             result = Err(ConnEnd::Protocol(format!("cannot encode header: {e}")));
                             break;
                         }
-                        if payload.len() <= COALESCE_BYTES {
-                            out.extend_from_slice(&payload);
-                        } else {
-                            result = self.write(&mut w, &out, Some(&payload)).await;
-                            out.clear();
-                        }
                         sent.push(seq);
+                        if payload.len() <= COALESCE_BYTES {
+                            out.push(seq, &head, &payload);
+                            continue;
+                        }
+                        result = self.flush(&mut w, &mut out).await;
+                        if result.is_ok() {
+                            self.progress.current.store(seq, Ordering::Release);
+                            result = self.write(&mut w, &head, Some(&payload)).await;
+                            if result.is_ok() {
+                                self.progress.done_through.store(seq, Ordering::Release);
+                            }
+                        }
                     }
                 }
             }
-            if result.is_ok() && !out.is_empty() {
-                result = self.write(&mut w, &out, None).await;
+            if result.is_ok() {
+                result = self.flush(&mut w, &mut out).await;
             }
             if let Err(end) = result {
                 let _ = self
@@ -148,9 +150,7 @@ impl Writer {
                     .await;
                 return;
             }
-            if let Some(last) = sent.last() {
-                self.progress.done_through.store(*last, Ordering::Release);
-            }
+            self.progress.current.store(0, Ordering::Release);
             for seq in sent.drain(..) {
                 let done = PeerCmd::Sent {
                     conn: self.conn,
@@ -160,10 +160,51 @@ impl Writer {
                     return;
                 }
             }
-            self.progress.current.store(0, Ordering::Release);
         }
         // The peer task dropped the queue: close our direction.
         let _ = tokio::time::timeout(self.timeout, w.shutdown()).await;
+    }
+
+    /// Writes the coalesced frames, keeping the progress exact after every write (a
+    /// frame is done once its last byte is in, the one cut short is current), so that
+    /// whatever stops the writer, the peer task knows which frames went out whole.
+    async fn flush(&self, w: &mut OwnedWriteHalf, out: &mut Coalesced) -> Result<(), ConnEnd> {
+        if out.bytes.is_empty() {
+            return Ok(());
+        }
+        let progress = &self.progress;
+        let Coalesced { bytes, ends } = &*out;
+        let mut next = 0usize;
+        let mark = |next: usize| {
+            progress
+                .current
+                .store(ends.get(next).map_or(0, |e| e.0), Ordering::Release);
+        };
+        mark(next);
+        let io = async {
+            let mut off = 0usize;
+            while let Some(rest) = bytes.get(off..).filter(|r| !r.is_empty()) {
+                let n = w.write(rest).await?;
+                if n == 0 {
+                    return Err(io::Error::from(io::ErrorKind::WriteZero));
+                }
+                off += n;
+                while let Some((seq, _)) = ends.get(next).filter(|(_, end)| *end <= off) {
+                    progress.done_through.store(*seq, Ordering::Release);
+                    next += 1;
+                }
+                mark(next);
+            }
+            Ok(())
+        };
+        let result = match tokio::time::timeout(self.timeout, io).await {
+            Err(_) => Err(ConnEnd::WriteStalled),
+            Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
+            Ok(Ok(())) => Ok(()),
+        };
+        out.bytes.clear();
+        out.ends.clear();
+        result
     }
 
     async fn write(
@@ -184,6 +225,22 @@ impl Writer {
             Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
             Ok(Ok(())) => Ok(()),
         }
+    }
+}
+
+/// Small frames waiting to be written together, with where each LNET frame ends.
+#[derive(Debug, Default)]
+struct Coalesced {
+    bytes: Vec<u8>,
+    /// The send number of each LNET frame in `bytes` and the offset just past its end.
+    ends: Vec<(u64, usize)>,
+}
+
+impl Coalesced {
+    fn push(&mut self, seq: u64, head: &[u8], payload: &[u8]) {
+        self.bytes.extend_from_slice(head);
+        self.bytes.extend_from_slice(payload);
+        self.ends.push((seq, self.bytes.len()));
     }
 }
 
