@@ -59,6 +59,14 @@ enum Command {
         /// Over plain HTTP, let admin tokens change the node too.
         #[arg(long, requires = "plain_http")]
         plain_http_mutations: bool,
+        /// Also serve /metrics alone here: plain HTTP, read-only, no token (as the Lustre
+        /// exporters do). Off by default; needs no --data-dir.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Give the lustre_* series the component="lnet" and target="lnet" labels of the
+        /// HPE and GSI Lustre exporters too.
+        #[arg(long)]
+        metrics_exporter_labels: bool,
     },
     /// lnet_selftest-style load between end nodes in this process: `ping` or `brw
     /// read|write size=N`, printing lst-style rates (docs/bench.md).
@@ -100,6 +108,8 @@ fn main() -> ExitCode {
             tls_key,
             plain_http,
             plain_http_mutations,
+            metrics_listen,
+            metrics_exporter_labels,
         } => {
             let api = match api_listen
                 .map(|l| {
@@ -118,6 +128,10 @@ fn main() -> ExitCode {
                 data_dir.as_deref(),
                 tokens_file.as_deref(),
                 api,
+                router::api::MetricsSettings {
+                    listen: metrics_listen,
+                    exporter_labels: metrics_exporter_labels,
+                },
             )
         }
         Command::Demo {
@@ -136,6 +150,7 @@ fn run(
     data_dir: Option<&std::path::Path>,
     tokens_file: Option<&std::path::Path>,
     api: Option<ApiSettings>,
+    metrics: router::api::MetricsSettings,
 ) -> ExitCode {
     let started = match startup(config, data_dir, &HostInterfaces) {
         Ok(s) => s,
@@ -166,7 +181,7 @@ fn run(
     let plan = started.plan;
     let store = started.store.map(std::sync::Arc::new);
     let system = actix::System::new();
-    match system.block_on(router::run::run(plan, store, api)) {
+    match system.block_on(router::run::run(plan, store, api, metrics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");

@@ -61,6 +61,6 @@ pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
 pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
-pub use server::{start, Transport, WebConfig, WebContext, WebServer};
+pub use server::{start, start_metrics, Transport, WebConfig, WebContext, WebServer};
 pub use stream::StreamQuery;
 pub use tls::SelfSigned;
