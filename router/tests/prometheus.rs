@@ -8,7 +8,11 @@
 //! down the chart's LNetRouteDown alert is pending within its `for:` plus one scrape
 //! interval, and resolves once the link is back.
 //!
-//! Without the prometheus binary the test says so and returns (scripts/install-test-deps
+//! A second test runs the `lnet-router` binary with `--metrics-listen` and
+//! `--metrics-exporter-labels` and no `--data-dir`: `/metrics` answers without a token, and
+//! nothing else does.
+//!
+//! Without the prometheus binary the first test says so and returns (scripts/install-test-deps
 //! installs it, so scripts/test runs it).
 
 #![allow(
@@ -31,6 +35,9 @@ use router::plan::{plan, HostInterfaces};
 use router::run::{start_plan, Running};
 use serde_json::Value;
 use tokio::time::Instant;
+
+mod support;
+use support::{sigterm, wait_listening, write_config, Daemon};
 
 /// Every wait is bounded by this.
 const WAIT: Duration = Duration::from_secs(45);
@@ -521,4 +528,57 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         server.shutdown().await;
         running.stop().await;
     }
+}
+
+#[actix::test]
+async fn the_daemon_serves_metrics_alone_on_its_metrics_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        &dir,
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.44.1@tcp
+lnet-router:
+    acceptor_port: 21989
+",
+    );
+    let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let mut daemon = Daemon::start_args(&[
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--metrics-listen".as_ref(),
+        listen.to_string().as_ref(),
+        "--metrics-exporter-labels".as_ref(),
+    ]);
+    wait_listening(&mut daemon, listen).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .get(format!("http://{listen}/metrics"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let text = r.text().await.unwrap();
+    assert!(
+        text.contains(
+            "lustre_lnet_ni_up{component=\"lnet\",target=\"lnet\",nid=\"127.0.44.1@tcp\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nprocess_resident_memory_bytes "), "{text}");
+    let r = client
+        .get(format!("http://{listen}/api/v1/nets"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    sigterm(daemon.pid());
+    let (status, out, err) = daemon.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    assert!(
+        out.contains(&format!("lnet-router: metrics listening on {listen}")),
+        "{out}"
+    );
 }

@@ -246,11 +246,11 @@ pub(crate) fn write_ni_credits(x: &mut Exposition, nis: &[LocalNiView]) {
 pub(crate) fn write_fault_rules(x: &mut Exposition, rules: &[RuleStats]) {
     let mut matched = Family::counter(
         "lnet_router_fault_rule_matched_total",
-        "Messages a fault rule's filters accepted (fault show: count).",
+        "Messages a fault rule's filters accepted (fault show: fs_count).",
     );
     let mut fired = Family::counter(
         "lnet_router_fault_rule_fired_total",
-        "Messages a fault rule dropped or delayed (fault show: dropped or delayed).",
+        "Messages a fault rule dropped or delayed (fault show: ds_dropped or ds_delayed).",
     );
     for r in rules {
         let kind = match r.rule.kind {
