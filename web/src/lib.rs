@@ -37,6 +37,7 @@ pub mod dashboard;
 pub mod error;
 pub mod events;
 mod extract;
+mod forward_drops;
 pub mod metrics;
 pub mod persist;
 mod routes;

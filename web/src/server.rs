@@ -237,8 +237,8 @@ async fn launch(
             feeding.store(false, Ordering::SeqCst);
         })
     };
-    let drops = Arc::new(crate::metrics::ForwardDrops::default());
-    let counter = tokio::spawn(crate::metrics::count_forward_drops(
+    let drops = Arc::new(crate::forward_drops::ForwardDrops::default());
+    let counter = tokio::spawn(crate::forward_drops::count(
         Arc::clone(&drops),
         drop_bus,
         stop_rx.clone(),

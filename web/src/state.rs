@@ -24,7 +24,7 @@ pub(crate) struct Shared {
     /// Whether the `lustre_*` series carry the HPE/GSI exporters' `component` and `target`.
     pub(crate) metrics_exporter_labels: bool,
     /// Forward drops by reason, counted from the node's events.
-    pub(crate) drops: Arc<crate::metrics::ForwardDrops>,
+    pub(crate) drops: Arc<crate::forward_drops::ForwardDrops>,
     pub(crate) max_timeout: Duration,
     /// Fires when the server stops: event streams end.
     pub(crate) stop: watch::Receiver<bool>,

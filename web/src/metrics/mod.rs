@@ -2,13 +2,13 @@
 //! Prometheus text format, and the probes `/livez` and `/readyz`.
 //!
 //! Where the Lustre exporters (lustrefs-exporter, HPE's lustre_exporter) have a name for a
-//! value, it is used, with the same labels (`lustre_*`, see [`lnet`]); with
+//! value, it is used, with the same labels (the `lustre_*` series, module `lnet`); with
 //! [`crate::WebConfig::metrics_exporter_labels`] those also carry the `component="lnet"` and
 //! `target="lnet"` labels of the HPE and GSI exporters. The router's own values carry the
-//! `lnet_router_` prefix ([`routing`], [`drops`]); the process's the usual `process_*`
-//! ([`process`]). `docs/metrics.md` lists every series with the lnetctl field it comes from.
+//! `lnet_router_` prefix (modules `lnet` and `routing`, and the forward drops counted from
+//! the node's events); the process's are the usual `process_*` (module `process`).
+//! `docs/metrics.md` lists every series with the lnetctl field it comes from.
 
-mod drops;
 mod exposition;
 mod lnet;
 mod process;
@@ -24,8 +24,7 @@ use utoipa::ToSchema;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::identify;
 use crate::state::AppState;
-pub(crate) use drops::{count as count_forward_drops, ForwardDrops};
-use exposition::Exposition;
+use exposition::{Exposition, Family};
 
 /// The content type of the Prometheus text format.
 pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -40,7 +39,7 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
     let mut x = Exposition::new(lustre_labels);
     lnet::write(&mut x, s).await?;
     routing::write(&mut x, s).await?;
-    s.shared.drops.write(&mut x);
+    write_drops(&mut x, &s.shared.drops);
     process::write(&mut x);
     Ok(x.finish())
 }
@@ -63,6 +62,29 @@ pub(crate) async fn metrics(
     }
     let text = render(&s).await?;
     Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())
+}
+
+/// Writes `lnet_router_forward_drops_total{reason,status}` and
+/// `lnet_router_metrics_events_lost_total`.
+fn write_drops(x: &mut Exposition, drops: &crate::forward_drops::ForwardDrops) {
+    let mut f = Family::counter(
+        "lnet_router_forward_drops_total",
+        "Messages this router was forwarding and dropped, by reason.",
+    );
+    for ((reason, status), n) in drops.counts() {
+        f.add(
+            vec![("reason", reason.into()), ("status", status.into())],
+            n,
+        );
+    }
+    x.family(f);
+    x.family(
+        Family::counter(
+            "lnet_router_metrics_events_lost_total",
+            "Node events the forward drop counter missed (it fell behind the event bus).",
+        )
+        .with(vec![], drops.lost()),
+    );
 }
 
 /// `GET /metrics` of a metrics-only listener: no token asked for.

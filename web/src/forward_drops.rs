@@ -1,5 +1,5 @@
 //! Forward drops by reason: counted from the node's `ForwardDropped` events, which is where
-//! the node says why it dropped a message it was forwarding.
+//! the node says why it dropped a message it was forwarding (served by `/metrics`).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -7,8 +7,6 @@ use std::sync::{Arc, Mutex};
 
 use actors::events::{Event, ForwardDrop};
 use tokio::sync::{broadcast, watch};
-
-use super::exposition::{Exposition, Family};
 
 /// The `reason` label of a forward drop, and its `status` label (the health status of the
 /// last failed send; empty for the other reasons).
@@ -41,32 +39,20 @@ impl ForwardDrops {
         }
     }
 
-    /// Writes `lnet_router_forward_drops_total{reason,status}` (the two reasons without a
-    /// status always, so that their rate is defined from the start) and
-    /// `lnet_router_metrics_events_lost_total`.
-    pub(crate) fn write(&self, x: &mut Exposition) {
+    /// The drops so far by (reason, status), the two reasons without a status and
+    /// `send_failed` always present (0 until the first), so that their rate is defined
+    /// from the start.
+    pub(crate) fn counts(&self) -> BTreeMap<(&'static str, &'static str), u64> {
         let mut counts = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
         for key in [("no_route", ""), ("no_live_route", ""), ("send_failed", "")] {
             counts.entry(key).or_default();
         }
-        let mut f = Family::counter(
-            "lnet_router_forward_drops_total",
-            "Messages this router was forwarding and dropped, by reason.",
-        );
-        for ((reason, status), n) in counts {
-            f.add(
-                vec![("reason", reason.into()), ("status", status.into())],
-                n,
-            );
-        }
-        x.family(f);
-        x.family(
-            Family::counter(
-                "lnet_router_metrics_events_lost_total",
-                "Node events the forward drop counter missed (it fell behind the event bus).",
-            )
-            .with(vec![], self.lost.load(Ordering::Relaxed)),
-        );
+        counts
+    }
+
+    /// Events missed because the counter fell behind the node's event bus.
+    pub(crate) fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
     }
 }
 
@@ -118,17 +104,12 @@ mod tests {
         d.see(&dropped(ForwardDrop::SendFailed(
             HealthStatus::RemoteTimeout,
         )));
-        let mut x = Exposition::default();
-        d.write(&mut x);
-        let text = x.finish();
-        for line in [
-            "lnet_router_forward_drops_total{reason=\"no_live_route\",status=\"\"} 2",
-            "lnet_router_forward_drops_total{reason=\"no_route\",status=\"\"} 0",
-            "lnet_router_forward_drops_total{reason=\"send_failed\",status=\"\"} 0",
-            "lnet_router_forward_drops_total{reason=\"send_failed\",status=\"REMOTE_TIMEOUT\"} 1",
-            "lnet_router_metrics_events_lost_total 0",
-        ] {
-            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
-        }
+        let c = d.counts();
+        assert_eq!(c[&("no_live_route", "")], 2);
+        assert_eq!(c[&("no_route", "")], 0);
+        assert_eq!(c[&("send_failed", "")], 0);
+        assert_eq!(c[&("send_failed", "REMOTE_TIMEOUT")], 1);
+        assert_eq!(c.len(), 4);
+        assert_eq!(d.lost(), 0);
     }
 }
