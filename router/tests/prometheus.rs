@@ -43,8 +43,6 @@ use support::{sigterm, wait_listening, write_config, Daemon};
 const WAIT: Duration = Duration::from_secs(45);
 /// The scrape and rule evaluation interval of the test's Prometheus.
 const SCRAPE: Duration = Duration::from_secs(1);
-/// The `for:` of LNetRouteDown in the chart's rules.
-const ROUTE_DOWN_FOR: Duration = Duration::from_secs(60);
 
 const RULES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -55,56 +53,56 @@ const DASHBOARD: &str = include_str!("../../helm/lnet-router/files/grafana/lnet-
 const R1: &str = "net:
     - net type: tcp
       local NI(s):
-        - nid: 127.0.42.2@tcp
+        - nid: 127.0.46.2@tcp
     - net type: tcp1
       local NI(s):
-        - nid: 127.0.43.2@tcp1
+        - nid: 127.0.47.2@tcp1
 routing:
     enable: 1
 lnet-router:
-    acceptor_port: 21988
+    acceptor_port: 21996
 ";
 const R2: &str = "net:
     - net type: tcp
       local NI(s):
-        - nid: 127.0.42.3@tcp
+        - nid: 127.0.46.3@tcp
     - net type: tcp1
       local NI(s):
-        - nid: 127.0.43.3@tcp1
+        - nid: 127.0.47.3@tcp1
 routing:
     enable: 1
 lnet-router:
-    acceptor_port: 21988
+    acceptor_port: 21996
 ";
 const A: &str = "net:
     - net type: tcp
       local NI(s):
-        - nid: 127.0.42.1@tcp
+        - nid: 127.0.46.1@tcp
 route:
     - net: tcp1
-      gateway: 127.0.42.2@tcp
+      gateway: 127.0.46.2@tcp
       hop: 1
     - net: tcp1
-      gateway: 127.0.42.3@tcp
+      gateway: 127.0.46.3@tcp
       hop: 1
 lnet-router:
-    acceptor_port: 21988
+    acceptor_port: 21996
     alive_router_check_interval: 2
     router_ping_timeout: 2
 ";
 const B: &str = "net:
     - net type: tcp1
       local NI(s):
-        - nid: 127.0.43.1@tcp1
+        - nid: 127.0.47.1@tcp1
 route:
     - net: tcp
-      gateway: 127.0.43.2@tcp1
+      gateway: 127.0.47.2@tcp1
       hop: 1
     - net: tcp
-      gateway: 127.0.43.3@tcp1
+      gateway: 127.0.47.3@tcp1
       hop: 1
 lnet-router:
-    acceptor_port: 21988
+    acceptor_port: 21996
     alive_router_check_interval: 2
     router_ping_timeout: 2
 ";
@@ -232,6 +230,14 @@ where
     }
 }
 
+/// Waits (bounded) until query `q` returns series.
+async fn present(client: &reqwest::Client, prom: &str, what: &str, q: &str) {
+    poll(WAIT, what, || async {
+        (!query(client, prom, q).await.is_empty()).then_some(())
+    })
+    .await;
+}
+
 /// The state (`pending` or `firing`) of the LNetRouteDown alert for `gateway`: `None`
 /// when Prometheus did not answer, `Some(None)` when there is no such alert.
 async fn route_down_state(
@@ -249,6 +255,25 @@ async fn route_down_state(
             })
             .and_then(|a| a["state"].as_str().map(str::to_owned)),
     )
+}
+
+/// The `for:` of alert `name` in the chart's rules (`30s`, `1m` or `2h`).
+fn alert_for(name: &str) -> Duration {
+    let text = std::fs::read_to_string(RULES).unwrap();
+    let rest = &text[text.find(&format!("alert: {name}\n")).unwrap()..];
+    let line = rest
+        .lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("for: "))
+        .unwrap();
+    let (n, unit) = line.split_at(line.len() - 1);
+    let n: u64 = n.parse().unwrap();
+    Duration::from_secs(match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => panic!("for: {line}"),
+    })
 }
 
 /// Every PromQL expression of the dashboard (panel targets and template variable
@@ -315,7 +340,7 @@ async fn traffic(a: Node, b: Node) {
     for n in 0u64.. {
         tick.tick().await;
         let req = PutRequest {
-            dest: nid("127.0.43.1@tcp1"),
+            dest: nid("127.0.47.1@tcp1"),
             portal: 21,
             match_bits: 7,
             hdr_data: n,
@@ -412,9 +437,9 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
     .await;
 
     for series in [
-        "lnet_router_route_up{node=\"a\",net=\"tcp1\",gateway=\"127.0.42.2@tcp\"} == 1",
+        "lnet_router_route_up{node=\"a\",net=\"tcp1\",gateway=\"127.0.46.2@tcp\"} == 1",
         "lnet_router_route_hops",
-        "lnet_router_gateway_state{node=\"a\",gateway=\"127.0.42.2@tcp\",state=\"alive\"} == 1",
+        "lnet_router_gateway_state{node=\"a\",gateway=\"127.0.46.2@tcp\",state=\"alive\"} == 1",
         "lnet_router_net_advertised_up{node=\"r1\",net=\"tcp1\"} == 1",
         "lnet_router_routing_enabled{node=\"r1\"} == 1",
         "lnet_router_buffers{node=\"r1\",cpt=\"0\",pool=\"large\"} > 0",
@@ -422,7 +447,7 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         "lnet_router_buffer_min_credits",
         "lnet_router_peer_rtr_min_credits",
         "lnet_router_waiting_messages",
-        "lnet_router_ni_tx_credits{node=\"r1\",nid=\"127.0.43.2@tcp1\"}",
+        "lnet_router_ni_tx_credits{node=\"r1\",nid=\"127.0.47.2@tcp1\"}",
         "lnet_router_ni_min_tx_credits",
         "lnet_router_forward_drops_total{reason=\"no_live_route\"}",
         "lustre_route_count_total{node=\"r1\"}",
@@ -435,34 +460,29 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         "process_cpu_seconds_total",
         "process_start_time_seconds > 1.7e9",
     ] {
-        assert!(
-            !query(&client, &p, series).await.is_empty(),
-            "no series for {series}"
-        );
+        present(&client, &p, series, series).await;
     }
 
     // The Grafana dashboard: every expression returns series for this topology.
     let exprs = dashboard_expressions();
     assert!(exprs.len() >= 20, "{exprs:?}");
     for e in &exprs {
-        assert!(
-            !query(&client, &p, e).await.is_empty(),
-            "the dashboard's expression returns no series: {e}"
-        );
+        present(&client, &p, &format!("the dashboard's expression {e}"), e).await;
     }
     println!("{} dashboard expressions return series", exprs.len());
 
     // R1's far link goes down: it advertises tcp1 DOWN and pushes that to A, whose route
     // to tcp1 through R1 goes down; the alert is pending within its `for:` plus a scrape.
     let r1 = node("r1");
-    r1.set_ni_link(nid("127.0.43.2@tcp1"), false).await.unwrap();
+    let route_down_for = alert_for("LNetRouteDown");
+    r1.set_ni_link(nid("127.0.47.2@tcp1"), false).await.unwrap();
     let down_at = Instant::now();
     let state = poll(
-        ROUTE_DOWN_FOR + SCRAPE,
+        route_down_for + SCRAPE,
         "LNetRouteDown pending or firing",
         || {
             let (c, p) = (client.clone(), p.clone());
-            async move { route_down_state(&c, &p, "127.0.42.2@tcp").await.flatten() }
+            async move { route_down_state(&c, &p, "127.0.46.2@tcp").await.flatten() }
         },
     )
     .await;
@@ -471,42 +491,31 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         down_at.elapsed()
     );
     assert!(state == "pending" || state == "firing", "{state}");
-    assert!(
-        !query(
-            &client,
-            &p,
-            "lnet_router_route_down_reason{node=\"a\",gateway=\"127.0.42.2@tcp\",reason=\"no_up_ni_on_remote_net\"} == 1"
-        )
-        .await
-        .is_empty(),
-        "the route's down reason"
-    );
-    assert!(
-        !query(
-            &client,
-            &p,
-            "lnet_router_net_advertised_up{node=\"r1\",net=\"tcp1\"} == 0"
-        )
-        .await
-        .is_empty(),
-        "R1 advertises tcp1 DOWN"
-    );
-    // The route through R2 stays up.
-    assert!(!query(
-        &client,
-        &p,
-        "lnet_router_route_up{node=\"a\",gateway=\"127.0.42.3@tcp\"} == 1"
-    )
-    .await
-    .is_empty());
+    // Each node is scraped on its own schedule: wait (bounded) for each to show it.
+    for (what, q) in [
+        (
+            "the route's down reason",
+            "lnet_router_route_down_reason{node=\"a\",gateway=\"127.0.46.2@tcp\",reason=\"no_up_ni_on_remote_net\"} == 1",
+        ),
+        (
+            "R1 advertises tcp1 DOWN",
+            "lnet_router_net_advertised_up{node=\"r1\",net=\"tcp1\"} == 0",
+        ),
+        (
+            "the route through R2 stays up",
+            "lnet_router_route_up{node=\"a\",gateway=\"127.0.46.3@tcp\"} == 1",
+        ),
+    ] {
+        present(&client, &p, what, q).await;
+    }
 
     // The link comes back: the route is up again and the alert resolves.
-    r1.set_ni_link(nid("127.0.43.2@tcp1"), true).await.unwrap();
+    r1.set_ni_link(nid("127.0.47.2@tcp1"), true).await.unwrap();
     let up_at = Instant::now();
     poll(WAIT, "LNetRouteDown resolved", || {
         let (c, p) = (client.clone(), p.clone());
         async move {
-            matches!(route_down_state(&c, &p, "127.0.42.2@tcp").await, Some(None)).then_some(())
+            matches!(route_down_state(&c, &p, "127.0.46.2@tcp").await, Some(None)).then_some(())
         }
     })
     .await;
@@ -517,7 +526,7 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
     assert!(!query(
         &client,
         &p,
-        "lnet_router_route_up{node=\"a\",gateway=\"127.0.42.2@tcp\"} == 1"
+        "lnet_router_route_up{node=\"a\",gateway=\"127.0.46.2@tcp\"} == 1"
     )
     .await
     .is_empty());
@@ -538,9 +547,9 @@ async fn the_daemon_serves_metrics_alone_on_its_metrics_listener() {
         "net:
     - net type: tcp
       local NI(s):
-        - nid: 127.0.44.1@tcp
+        - nid: 127.0.48.1@tcp
 lnet-router:
-    acceptor_port: 21989
+    acceptor_port: 21997
 ",
     );
     let listen: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -563,7 +572,7 @@ lnet-router:
     let text = r.text().await.unwrap();
     assert!(
         text.contains(
-            "lustre_lnet_ni_up{component=\"lnet\",target=\"lnet\",nid=\"127.0.44.1@tcp\"} 1"
+            "lustre_lnet_ni_up{component=\"lnet\",target=\"lnet\",nid=\"127.0.48.1@tcp\"} 1"
         ),
         "{text}"
     );
