@@ -6,7 +6,8 @@
 //! The test checks that the series of docs/metrics.md exist, that every PromQL expression
 //! of the chart's Grafana dashboard returns series, and that when R1's far link (tcp1) goes
 //! down the chart's LNetRouteDown alert is pending within its `for:` plus one scrape
-//! interval, and resolves once the link is back.
+//! interval and firing within its `for:` plus one scrape and one evaluation interval, and
+//! resolves once the link is back.
 //!
 //! A second test runs the `lnet-router` binary with `--metrics-listen` and
 //! `--metrics-exporter-labels` and no `--data-dir`: `/metrics` answers without a token, and
@@ -508,6 +509,31 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
     ] {
         present(&client, &p, what, q).await;
     }
+
+    // It fires once it has been pending for its `for:`: at most `for:` plus one scrape (the
+    // scrape that sees the route down) plus one rule evaluation after the link went down,
+    // with a second for the push and the queries.
+    let fire_bound = route_down_for + SCRAPE + SCRAPE + Duration::from_secs(1);
+    poll(
+        fire_bound.saturating_sub(down_at.elapsed()),
+        "LNetRouteDown firing",
+        || {
+            let (c, p) = (client.clone(), p.clone());
+            async move {
+                (route_down_state(&c, &p, "127.0.46.2@tcp")
+                    .await
+                    .flatten()?
+                    .as_str()
+                    == "firing")
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    println!(
+        "LNetRouteDown firing {:?} after R1's tcp1 link went down (for: {route_down_for:?})",
+        down_at.elapsed()
+    );
 
     // The link comes back: the route is up again and the alert resolves.
     r1.set_ni_link(nid("127.0.47.2@tcp1"), true).await.unwrap();
