@@ -61,6 +61,31 @@ async fn routes_buffers_credits_drops_fault_rules_and_the_process_are_served() {
         )
         .await;
     assert!(rule.status.is_success(), "{}", rule.text);
+    // A second rule drops every message A sends: the ping below matches it and is dropped.
+    let all = api
+        .call(
+            Method::POST,
+            &format!("/api/v1/nis/{a0}/fault-rules"),
+            Some(ADMIN),
+            Some(json!({"kind": "drop", "source": "*", "dest": "*", "trigger": "all"})),
+        )
+        .await;
+    assert!(all.status.is_success(), "{}", all.text);
+    let all_id = all.json()["id"].to_string();
+    let ping = api
+        .call(
+            Method::POST,
+            "/api/v1/ping",
+            Some(ADMIN),
+            Some(json!({"nid": b0, "timeout_ms": 300})),
+        )
+        .await;
+    assert_eq!(
+        ping.json()["ok"],
+        false,
+        "the ping was dropped: {}",
+        ping.text
+    );
 
     let got = api.get("/metrics", Some(READER)).await;
     assert_eq!(got.status, StatusCode::OK);
@@ -124,14 +149,9 @@ async fn routes_buffers_credits_drops_fault_rules_and_the_process_are_served() {
         ),
         0.0
     );
-    assert_eq!(
-        value(
-            &m,
-            "lnet_router_fault_rule_fired_total",
-            &[("kind", "drop")]
-        ),
-        0.0
-    );
+    let dropped = [("rule", all_id.as_str()), ("kind", "drop")];
+    assert!(value(&m, "lnet_router_fault_rule_matched_total", &dropped) >= 1.0);
+    assert!(value(&m, "lnet_router_fault_rule_fired_total", &dropped) >= 1.0);
     assert!(value(&m, "process_resident_memory_bytes", &[]) > 0.0);
     assert!(value(&m, "process_open_fds", &[]) > 0.0);
     assert!(value(&m, "process_start_time_seconds", &[]) > 1.7e9);
