@@ -277,6 +277,17 @@ fn alert_for(name: &str) -> Duration {
     })
 }
 
+/// The `expr:` of alert `name` in the chart's rules.
+fn alert_expr(name: &str) -> String {
+    let text = std::fs::read_to_string(RULES).unwrap();
+    let rest = &text[text.find(&format!("alert: {name}\n")).unwrap()..];
+    rest.lines()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("expr: "))
+        .unwrap()
+        .to_owned()
+}
+
 /// Every PromQL expression of the dashboard (panel targets and template variable
 /// queries), with Grafana's variables substituted for the test's job.
 fn dashboard_expressions() -> Vec<String> {
@@ -471,6 +482,44 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         present(&client, &p, &format!("the dashboard's expression {e}"), e).await;
     }
     println!("{} dashboard expressions return series", exprs.len());
+
+    // B sends to a NID on tcp where no node listens: the router that carries it cannot
+    // reach it, and drops the message after its resends, counted by reason.
+    let b = node("b");
+    for n in 0..3u64 {
+        let req = PutRequest {
+            dest: nid("127.0.46.99@tcp"),
+            portal: 21,
+            match_bits: 7,
+            hdr_data: n,
+            payload: Bytes::from_static(b"lost"),
+            ack: false,
+            timeout: Duration::from_secs(10),
+        };
+        let txn = b.put(req).await.unwrap();
+        actix::spawn(async move {
+            let _ = txn.finish().await;
+        });
+    }
+    let drops_at = Instant::now();
+    present(
+        &client,
+        &p,
+        "forward drops of the unreachable NID counted",
+        "sum by (node) (lnet_router_forward_drops_total{reason=\"send_failed\"}) > 0",
+    )
+    .await;
+    present(
+        &client,
+        &p,
+        "the LNetForwardDropsRising expression",
+        &alert_expr("LNetForwardDropsRising"),
+    )
+    .await;
+    println!(
+        "forward drops counted {:?} after the sends",
+        drops_at.elapsed()
+    );
 
     // R1's far link goes down: it advertises tcp1 DOWN and pushes that to A, whose route
     // to tcp1 through R1 goes down; the alert is pending within its `for:` plus a scrape.
