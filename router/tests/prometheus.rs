@@ -6,8 +6,7 @@
 //! The test checks that the series of docs/metrics.md exist, that every PromQL expression
 //! of the chart's Grafana dashboard returns series, and that when R1's far link (tcp1) goes
 //! down the chart's LNetRouteDown alert is pending within its `for:` plus one scrape
-//! interval and firing within its `for:` plus one scrape and one evaluation interval, and
-//! resolves once the link is back.
+//! interval, fires once pending for its `for:`, and resolves once the link is back.
 //!
 //! A second test runs the `lnet-router` binary with `--metrics-listen` and
 //! `--metrics-exporter-labels` and no `--data-dir`: `/metrics` answers without a token, and
@@ -540,6 +539,7 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         "LNetRouteDown {state} {:?} after R1's tcp1 link went down",
         down_at.elapsed()
     );
+    let pending_seen = Instant::now();
     assert!(state == "pending" || state == "firing", "{state}");
     // Each node is scraped on its own schedule: wait (bounded) for each to show it.
     for (what, q) in [
@@ -559,12 +559,12 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         present(&client, &p, what, q).await;
     }
 
-    // It fires once it has been pending for its `for:`: at most `for:` plus one scrape (the
-    // scrape that sees the route down) plus one rule evaluation after the link went down,
-    // with a second for the push and the queries.
-    let fire_bound = route_down_for + SCRAPE + SCRAPE + Duration::from_secs(1);
+    // It fires at the first rule evaluation after it has been pending for its `for:`: at
+    // most `for:` plus one evaluation interval after it was seen pending (plus two seconds
+    // for the polls on a loaded machine).
+    let fire_bound = route_down_for + SCRAPE + Duration::from_secs(2);
     poll(
-        fire_bound.saturating_sub(down_at.elapsed()),
+        fire_bound.saturating_sub(pending_seen.elapsed()),
         "LNetRouteDown firing",
         || {
             let (c, p) = (client.clone(), p.clone());
