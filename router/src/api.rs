@@ -292,17 +292,36 @@ pub async fn start(
     config_store: Option<Arc<dyn ConfigStore>>,
     tunables: Tunables,
 ) -> Result<WebServer, WebError> {
+    let ctx = WebContext {
+        node,
+        tokens,
+        sink,
+        tunables,
+        config: config_store,
+    };
+    start_with(settings, ctx, false).await
+}
+
+/// Starts the API for `ctx` as [`start`] does; with `exporter_labels` its `lustre_*`
+/// series carry the HPE/GSI exporters' `component` and `target` labels.
+pub async fn start_with(
+    settings: &ApiSettings,
+    ctx: WebContext,
+    exporter_labels: bool,
+) -> Result<WebServer, WebError> {
     let mut config = WebConfig::plain_http(settings.listen, false);
     config.transport = settings.transport.clone();
-    web::start(
-        config,
-        WebContext {
-            node,
-            tokens,
-            sink,
-            tunables,
-            config: config_store,
-        },
-    )
-    .await
+    config.metrics_exporter_labels = exporter_labels;
+    web::start(config, ctx).await
+}
+
+/// Where `/metrics` is also served alone (`--metrics-listen`), and how its series are
+/// labelled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricsSettings {
+    /// The plain-HTTP, token-free listener of `/metrics`; `None`: none (the default).
+    pub listen: Option<SocketAddr>,
+    /// `--metrics-exporter-labels`: the `lustre_*` series also carry `component="lnet"`
+    /// and `target="lnet"`, as the HPE and GSI Lustre exporters label them.
+    pub exporter_labels: bool,
 }

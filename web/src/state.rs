@@ -21,6 +21,10 @@ pub(crate) struct Shared {
     pub(crate) tunables: tokio::sync::Mutex<Tunables>,
     pub(crate) mutations_allowed: bool,
     pub(crate) public_metrics: bool,
+    /// Whether the `lustre_*` series carry the HPE/GSI exporters' `component` and `target`.
+    pub(crate) metrics_exporter_labels: bool,
+    /// Forward drops by reason, counted from the node's events.
+    pub(crate) drops: Arc<crate::forward_drops::ForwardDrops>,
     pub(crate) max_timeout: Duration,
     /// Fires when the server stops: event streams end.
     pub(crate) stop: watch::Receiver<bool>,
@@ -36,6 +40,14 @@ pub(crate) struct Shared {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("node", &self.shared.node)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AppState {
