@@ -167,6 +167,7 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
             node: ctx.node,
             tokens: ctx.tokens,
             ring: Arc::clone(&ring),
+            sink: ctx.sink,
             tunables: tokio::sync::Mutex::new(ctx.tunables),
             mutations_allowed,
             public_metrics: config.public_metrics,
