@@ -305,6 +305,18 @@ impl Trees {
         collect(self.tree(id).range(start.to_vec()..).take(limit))
     }
 
+    /// Keys and raw values of a tree below `end`, the last `limit` of them, in key order.
+    pub(crate) fn scan_before(
+        &self,
+        id: TreeId,
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let mut entries = collect(self.tree(id).range(..end.to_vec()).rev().take(limit))?;
+        entries.reverse();
+        Ok(entries)
+    }
+
     /// Every key and raw value of a tree whose key starts with `prefix`.
     pub(crate) fn scan_prefix(&self, id: TreeId, prefix: &[u8]) -> Result<Vec<Entry>, StoreError> {
         collect(self.tree(id).scan_prefix(prefix))

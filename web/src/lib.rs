@@ -18,7 +18,8 @@
 //! * reads (any token): `GET nets` (`lnetctl net show -v 4`), `peers` (`peer show -v 4`),
 //!   `stats`, `global`, `recovery/local`, `recovery/peer`, `counters`,
 //!   `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
-//!   `events?after=ID&limit=N`, and `events/stream` (server-sent events, resumable with
+//!   `events?after=ID&limit=N` or `events?before=ID&limit=N` (the event log, paged
+//!   forward or back), and `events/stream` (server-sent events, resumable with
 //!   `Last-Event-ID`);
 //! * changes (admin token, recorded as admin events with the token's name):
 //!   `POST nis/{nid}/health` and `peer-nis/{nid}/health` (health reset), `PUT global`
@@ -59,7 +60,9 @@ pub use api::routing::{
 pub use api::stats::Counters;
 pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
-pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
+pub use events::{
+    ApiEvent, EventBody, EventRing, EventSink, LogCursor, LogPage, NiKindDoc, SinkError,
+};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use server::{start, start_metrics, Transport, WebConfig, WebContext, WebServer};

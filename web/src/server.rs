@@ -250,6 +250,7 @@ async fn launch(
             node: ctx.node,
             tokens: ctx.tokens,
             ring: Arc::clone(&ring),
+            sink: ctx.sink,
             tunables: tokio::sync::Mutex::new(ctx.tunables),
             mutations_allowed,
             public_metrics: config.public_metrics,

@@ -17,6 +17,8 @@ pub(crate) struct Shared {
     pub(crate) node: Node,
     pub(crate) tokens: Arc<dyn TokenVerifier>,
     pub(crate) ring: Arc<EventRing>,
+    /// The event log the ring records into, which `GET events` reads when it can.
+    pub(crate) sink: Option<Arc<dyn crate::events::EventSink>>,
     /// The tunables in force: the node takes them whole, so the API keeps the current set.
     pub(crate) tunables: tokio::sync::Mutex<Tunables>,
     pub(crate) mutations_allowed: bool,
