@@ -72,7 +72,7 @@ pub fn decode_record(kind: RecordKind, key: &[u8], value: &[u8]) -> Result<(), S
         RecordKind::Route => {
             let ((net, gw), r): (_, RouteRecord) =
                 decode_entry(TreeId::Routes, key, value, keys::decode_route)?;
-            drop(r.into_model(net, gw));
+            let _route = r.into_model(net, gw);
             Ok(())
         }
         RecordKind::Tunable => crate::config::decode_tunable_entry(key, value).map(drop),
