@@ -29,7 +29,9 @@
 //!   `/livez`, `/readyz`.
 //!
 //! Errors are `{"error": {"field": ..., "message": ...}}` with 400, 401, 403, 404, 409,
-//! 415 or 422 ([`ApiError`]); bad input never gets a 5xx.
+//! 413, 415 or 422 ([`ApiError`]); bad input never gets a 5xx. Hostile clients (slow
+//! heads, large bodies, many event streams, token guessing, old TLS) are cut off and
+//! counted ([`guard`]).
 
 mod api;
 pub mod auth;
@@ -37,6 +39,7 @@ pub mod dashboard;
 pub mod error;
 pub mod events;
 mod extract;
+pub mod guard;
 pub mod metrics;
 pub mod persist;
 mod routes;
@@ -59,6 +62,7 @@ pub use api::stats::Counters;
 pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
 pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
+pub use guard::{GuardStats, Refusal};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use server::{start, Transport, WebConfig, WebContext, WebServer};

@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::identify;
+use crate::extract::{identify, PeerAddr};
 use crate::state::AppState;
 
 /// The content type of the Prometheus text format.
@@ -358,6 +358,17 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
         node_counters.add(vec![("counter", metric_name(name))], *v);
     }
     x.family(node_counters);
+    let mut refused = Family::counter(
+        "lnet_router_api_refused_total",
+        "API clients refused or cut off, by reason (see the web crate's guard module).",
+    );
+    for r in crate::guard::Refusal::ALL {
+        refused.add(
+            vec![("reason", r.as_str().to_owned())],
+            s.shared.guard.get(r),
+        );
+    }
+    x.family(refused);
 
     let peer_nis: Vec<(&lnet::show::ShowPeer, &lnet::show::ShowPeerNi)> = peers
         .peers
@@ -480,10 +491,11 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
     ))]
 pub(crate) async fn metrics(
     State(s): State<AppState>,
+    PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     if !s.shared.public_metrics {
-        identify(&headers, &s)?;
+        identify(&headers, peer, &s)?;
     }
     let text = render(&s).await?;
     Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())

@@ -7,14 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actors::Node;
+use axum::extract::DefaultBodyLimit;
+use axum_server::accept::DefaultAcceptor;
+use axum_server::tls_rustls::RustlsAcceptor;
 use lnet::tunables::Tunables;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::auth::TokenVerifier;
 use crate::error::WebError;
 use crate::events::EventSink;
 use crate::events::{feed, EventRing};
+use crate::guard::conn::Guarded;
+use crate::guard::throttle::AuthThrottle;
+use crate::guard::{GuardStats, Refusal, TLS_HANDSHAKE_TIMEOUT};
 use crate::state::{AppState, Shared};
 
 /// How the server is reached.
@@ -49,6 +55,15 @@ pub struct WebConfig {
     pub event_capacity: usize,
     /// The longest transaction timeout a ping or a discovery may ask for.
     pub max_ping_timeout: Duration,
+    /// How long a request head may take from the connection's start or the last
+    /// response ([`crate::guard::DEFAULT_HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+    /// The largest request body, in bytes; a larger one is answered 413
+    /// ([`crate::guard::DEFAULT_MAX_BODY_BYTES`]).
+    pub max_body_bytes: usize,
+    /// How many event streams may be open at once; one more is answered 503
+    /// ([`crate::guard::DEFAULT_MAX_EVENT_STREAMS`]).
+    pub max_event_streams: usize,
 }
 
 impl WebConfig {
@@ -61,6 +76,9 @@ impl WebConfig {
             public_metrics: false,
             event_capacity: 4096,
             max_ping_timeout: Duration::from_secs(60),
+            header_timeout: crate::guard::DEFAULT_HEADER_TIMEOUT,
+            max_body_bytes: crate::guard::DEFAULT_MAX_BODY_BYTES,
+            max_event_streams: crate::guard::DEFAULT_MAX_EVENT_STREAMS,
         }
     }
 
@@ -111,6 +129,7 @@ pub struct WebServer {
     serve: JoinHandle<std::io::Result<()>>,
     feeder: JoinHandle<()>,
     ring: Arc<EventRing>,
+    guard: Arc<GuardStats>,
 }
 
 /// How long a stop waits for requests in progress.
@@ -161,6 +180,7 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
         })
     };
 
+    let guard = Arc::new(GuardStats::default());
     let (router, doc) = crate::routes::build();
     let state = AppState {
         shared: Arc::new(Shared {
@@ -175,18 +195,44 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
             config: ctx.config,
+            guard: Arc::clone(&guard),
+            throttle: AuthThrottle::default(),
+            streams: Arc::new(Semaphore::new(config.max_event_streams)),
+            max_streams: config.max_event_streams,
         }),
     };
-    let app = router.with_state(state).into_make_service();
+    let app = router
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&guard),
+            count_large_bodies,
+        ))
+        .with_state(state)
+        .into_make_service_with_connect_info::<SocketAddr>();
     let handle = axum_server::Handle::new();
+    let header_timeout = config.header_timeout;
     let serve = match tls {
         Some(tls) => {
             let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-            let server = axum_server::from_tcp_rustls(listener, config).handle(handle.clone());
+            let acceptor = Guarded {
+                inner: RustlsAcceptor::new(config).handshake_timeout(TLS_HANDSHAKE_TIMEOUT),
+                stats: Arc::clone(&guard),
+                header_timeout,
+            };
+            let server = axum_server::from_tcp(listener)
+                .acceptor(acceptor)
+                .handle(handle.clone());
             tokio::spawn(async move { server.serve(app).await })
         }
         None => {
-            let server = axum_server::from_tcp(listener).handle(handle.clone());
+            let acceptor = Guarded {
+                inner: DefaultAcceptor,
+                stats: Arc::clone(&guard),
+                header_timeout,
+            };
+            let server = axum_server::from_tcp(listener)
+                .acceptor(acceptor)
+                .handle(handle.clone());
             tokio::spawn(async move { server.serve(app).await })
         }
     };
@@ -199,7 +245,27 @@ pub async fn start(config: WebConfig, ctx: WebContext) -> Result<WebServer, WebE
         serve,
         feeder,
         ring,
+        guard,
     })
+}
+
+/// Counts and logs every 413 (a body over the limit, refused by the body extractor).
+async fn count_large_bodies(
+    axum::extract::State(guard): axum::extract::State<Arc<GuardStats>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path().to_owned();
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        guard.count(Refusal::BodyTooLarge);
+        tracing::warn!(?peer, %path, "API: request body over the limit: 413");
+    }
+    response
 }
 
 impl WebServer {
@@ -212,6 +278,11 @@ impl WebServer {
     pub fn url(&self) -> String {
         let scheme = if self.https { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// The counters of refused and cut-off clients.
+    pub fn guard_stats(&self) -> Arc<GuardStats> {
+        Arc::clone(&self.guard)
     }
 
     /// The event ring (the events `GET /api/v1/events` serves).
