@@ -87,7 +87,8 @@ pub(crate) fn check(dir: &Path, in_db: u64, sealed: Option<u64>) -> Result<(), S
             path: dir.to_owned(),
             reason: format!(
                 "the database holds {in_db} of the {sealed} changes the store acknowledged: \
-                 its files were truncated or damaged; restore a backup"
+                 its files were truncated or damaged; restore a backup of the whole store \
+                 directory, seal file included"
             ),
         });
     }
