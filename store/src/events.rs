@@ -18,7 +18,7 @@ use crate::schema::read_counter;
 use crate::Store;
 
 /// The `meta` key of the next event id.
-const NEXT_EVENT_ID_KEY: &[u8] = b"next_event_id";
+pub(crate) const NEXT_EVENT_ID_KEY: &[u8] = b"next_event_id";
 
 /// The recovery queue an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,6 +231,18 @@ struct EventValue {
     event: Event,
 }
 
+/// A key and value of the event log, decoded as a read decodes them.
+pub(crate) fn decode_event_entry(k: &[u8], v: &[u8]) -> Result<EventRecord, StoreError> {
+    let id = decode_key(TreeId::Events, k, keys::decode_u64)?;
+    let value: EventValue = decode(TreeId::Events, k, v)?;
+    Ok(EventRecord {
+        id,
+        at_ms: value.at_ms,
+        wall_ms: value.wall_ms,
+        event: value.event,
+    })
+}
+
 impl Store {
     /// The id the next event gets (ids start at 1).
     fn next_event_id(&self) -> Result<u64, StoreError> {
@@ -382,15 +394,6 @@ impl Store {
 fn records(entries: Vec<Entry>) -> Result<Vec<EventRecord>, StoreError> {
     entries
         .into_iter()
-        .map(|(k, v)| {
-            let id = decode_key(TreeId::Events, &k, keys::decode_u64)?;
-            let value: EventValue = decode(TreeId::Events, &k, &v)?;
-            Ok(EventRecord {
-                id,
-                at_ms: value.at_ms,
-                wall_ms: value.wall_ms,
-                event: value.event,
-            })
-        })
+        .map(|(k, v)| decode_event_entry(&k, &v))
         .collect()
 }

@@ -30,7 +30,9 @@
 //!   `/livez`, `/readyz`.
 //!
 //! Errors are `{"error": {"field": ..., "message": ...}}` with 400, 401, 403, 404, 409,
-//! 415 or 422 ([`ApiError`]); bad input never gets a 5xx.
+//! 413, 415 or 422 ([`ApiError`]); bad input never gets a 5xx. Hostile clients (slow
+//! heads, large bodies, many event streams, token guessing, old TLS) are cut off and
+//! counted ([`guard`]).
 
 mod api;
 pub mod auth;
@@ -39,6 +41,7 @@ pub mod error;
 pub mod events;
 mod extract;
 mod forward_drops;
+pub mod guard;
 pub mod metrics;
 pub mod persist;
 mod routes;
@@ -63,6 +66,7 @@ pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
 pub use events::{
     ApiEvent, EventBody, EventRing, EventSink, LogCursor, LogPage, NiKindDoc, SinkError,
 };
+pub use guard::{GuardStats, Refusal};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use server::{start, start_metrics, Transport, WebConfig, WebContext, WebServer};

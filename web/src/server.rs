@@ -7,14 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actors::Node;
+use axum::extract::DefaultBodyLimit;
+use axum_server::accept::DefaultAcceptor;
+use axum_server::tls_rustls::RustlsAcceptor;
 use lnet::tunables::Tunables;
-use tokio::sync::watch;
+use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::auth::TokenVerifier;
 use crate::error::WebError;
 use crate::events::EventSink;
 use crate::events::{feed, EventRing};
+use crate::guard::conn::Guarded;
+use crate::guard::throttle::AuthThrottle;
+use crate::guard::{GuardStats, Refusal, TLS_HANDSHAKE_TIMEOUT};
 use crate::state::{AppState, Shared};
 
 /// How the server is reached.
@@ -52,6 +58,15 @@ pub struct WebConfig {
     pub event_capacity: usize,
     /// The longest transaction timeout a ping or a discovery may ask for.
     pub max_ping_timeout: Duration,
+    /// How long a request head may take from the connection's start or the last
+    /// response ([`crate::guard::DEFAULT_HEADER_TIMEOUT`]).
+    pub header_timeout: Duration,
+    /// The largest request body, in bytes; a larger one is answered 413
+    /// ([`crate::guard::DEFAULT_MAX_BODY_BYTES`]).
+    pub max_body_bytes: usize,
+    /// How many event streams may be open at once; one more is answered 503
+    /// ([`crate::guard::DEFAULT_MAX_EVENT_STREAMS`]).
+    pub max_event_streams: usize,
 }
 
 impl WebConfig {
@@ -65,6 +80,9 @@ impl WebConfig {
             metrics_exporter_labels: false,
             event_capacity: 4096,
             max_ping_timeout: Duration::from_secs(60),
+            header_timeout: crate::guard::DEFAULT_HEADER_TIMEOUT,
+            max_body_bytes: crate::guard::DEFAULT_MAX_BODY_BYTES,
+            max_event_streams: crate::guard::DEFAULT_MAX_EVENT_STREAMS,
         }
     }
 
@@ -118,6 +136,8 @@ pub struct WebServer {
     tasks: Vec<JoinHandle<()>>,
     ring: Arc<EventRing>,
     state: AppState,
+    guard: Arc<GuardStats>,
+    limits: Limits,
 }
 
 /// Which endpoints a listener serves.
@@ -157,23 +177,55 @@ fn metrics_only() -> axum::Router<AppState> {
         .method_not_allowed_fallback(|| async { crate::routes::method_not_allowed() })
 }
 
-/// Serves `app` on `listener` (TLS when `tls`).
+/// How a listener guards itself against hostile clients.
+#[derive(Debug, Clone)]
+struct Limits {
+    guard: Arc<GuardStats>,
+    header_timeout: Duration,
+    max_body_bytes: usize,
+}
+
+/// Serves `app` on `listener` (TLS when `tls`), behind the guard: request heads and TLS
+/// handshakes bounded in time, bodies in size, each refusal counted.
 fn serve(
     listener: std::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: axum::Router<AppState>,
     state: AppState,
     handle: &axum_server::Handle,
+    limits: &Limits,
 ) -> JoinHandle<std::io::Result<()>> {
-    let app = app.with_state(state).into_make_service();
+    let app = app
+        .layer(DefaultBodyLimit::max(limits.max_body_bytes))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&limits.guard),
+            count_large_bodies,
+        ))
+        .with_state(state)
+        .into_make_service_with_connect_info::<SocketAddr>();
+    let header_timeout = limits.header_timeout;
     match tls {
         Some(tls) => {
             let config = axum_server::tls_rustls::RustlsConfig::from_config(tls);
-            let server = axum_server::from_tcp_rustls(listener, config).handle(handle.clone());
+            let acceptor = Guarded {
+                inner: RustlsAcceptor::new(config).handshake_timeout(TLS_HANDSHAKE_TIMEOUT),
+                stats: Arc::clone(&limits.guard),
+                header_timeout,
+            };
+            let server = axum_server::from_tcp(listener)
+                .acceptor(acceptor)
+                .handle(handle.clone());
             tokio::spawn(async move { server.serve(app).await })
         }
         None => {
-            let server = axum_server::from_tcp(listener).handle(handle.clone());
+            let acceptor = Guarded {
+                inner: DefaultAcceptor,
+                stats: Arc::clone(&limits.guard),
+                header_timeout,
+            };
+            let server = axum_server::from_tcp(listener)
+                .acceptor(acceptor)
+                .handle(handle.clone());
             tokio::spawn(async move { server.serve(app).await })
         }
     }
@@ -244,6 +296,7 @@ async fn launch(
         stop_rx.clone(),
     ));
 
+    let guard = Arc::new(GuardStats::default());
     let (router, doc) = crate::routes::build();
     let state = AppState {
         shared: Arc::new(Shared {
@@ -261,14 +314,23 @@ async fn launch(
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
             config: ctx.config,
+            guard: Arc::clone(&guard),
+            throttle: AuthThrottle::default(),
+            streams: Arc::new(Semaphore::new(config.max_event_streams)),
+            max_streams: config.max_event_streams,
         }),
     };
     let app = match endpoints {
         Endpoints::Api => router,
         Endpoints::MetricsOnly => metrics_only(),
     };
+    let limits = Limits {
+        guard: Arc::clone(&guard),
+        header_timeout: config.header_timeout,
+        max_body_bytes: config.max_body_bytes,
+    };
     let handle = axum_server::Handle::new();
-    let serve = serve(listener, tls, app, state.clone(), &handle);
+    let serve = serve(listener, tls, app, state.clone(), &handle, &limits);
     match endpoints {
         Endpoints::Api => {
             tracing::info!(%addr, https = tls_on, mutations_allowed, "REST API listening");
@@ -284,7 +346,28 @@ async fn launch(
         tasks: vec![feeder, counter],
         ring,
         state,
+        guard,
+        limits,
     })
+}
+
+/// Counts and logs every 413 (a body over the limit, refused by the body extractor).
+async fn count_large_bodies(
+    axum::extract::State(guard): axum::extract::State<Arc<GuardStats>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = request.uri().path().to_owned();
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()
+        .map(|c| c.0);
+    let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        guard.count(Refusal::BodyTooLarge);
+        tracing::warn!(?peer, %path, "API: request body over the limit: 413");
+    }
+    response
 }
 
 impl WebServer {
@@ -299,6 +382,11 @@ impl WebServer {
         format!("{scheme}://{}", self.addr)
     }
 
+    /// The counters of refused and cut-off clients.
+    pub fn guard_stats(&self) -> Arc<GuardStats> {
+        Arc::clone(&self.guard)
+    }
+
     /// The event ring (the events `GET /api/v1/events` serves).
     pub fn ring(&self) -> Arc<EventRing> {
         Arc::clone(&self.ring)
@@ -310,7 +398,14 @@ impl WebServer {
     pub async fn serve_metrics(&self, listen: SocketAddr) -> Result<WebServer, WebError> {
         let (listener, addr) = bind(listen)?;
         let handle = axum_server::Handle::new();
-        let serve = serve(listener, None, metrics_only(), self.state.clone(), &handle);
+        let serve = serve(
+            listener,
+            None,
+            metrics_only(),
+            self.state.clone(),
+            &handle,
+            &self.limits,
+        );
         tracing::info!(%addr, "metrics listening (plain HTTP, no token)");
         let (stop, _) = watch::channel(false);
         Ok(WebServer {
@@ -322,6 +417,8 @@ impl WebServer {
             tasks: Vec::new(),
             ring: Arc::clone(&self.ring),
             state: self.state.clone(),
+            guard: Arc::clone(&self.guard),
+            limits: self.limits.clone(),
         })
     }
 

@@ -36,6 +36,14 @@ pub(crate) struct Shared {
     pub(crate) openapi: String,
     /// Where configuration changes are kept, if anywhere.
     pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
+    /// The refusal counters.
+    pub(crate) guard: Arc<crate::guard::GuardStats>,
+    /// Failed tokens per source address.
+    pub(crate) throttle: crate::guard::throttle::AuthThrottle,
+    /// One permit per event stream that may be open.
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    /// How many event streams may be open.
+    pub(crate) max_streams: usize,
 }
 
 /// The state of every handler (cheap to clone).

@@ -243,6 +243,17 @@ pub(crate) async fn write(x: &mut Exposition, s: &AppState) -> Result<(), ApiErr
         node_counters.add(vec![("counter", metric_name(name))], *v);
     }
     x.family(node_counters);
+    let mut refused = Family::counter(
+        "lnet_router_api_refused_total",
+        "API clients refused or cut off, by reason (see the web crate's guard module).",
+    );
+    for r in crate::guard::Refusal::ALL {
+        refused.add(
+            vec![("reason", r.as_str().to_owned())],
+            s.shared.guard.get(r),
+        );
+    }
+    x.family(refused);
 
     let peer_nis: Vec<(&lnet::show::ShowPeer, &lnet::show::ShowPeerNi)> = peers
         .peers

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::identify;
+use crate::extract::{identify, PeerAddr};
 use crate::state::AppState;
 use exposition::{Exposition, Family};
 
@@ -55,10 +55,11 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
     ))]
 pub(crate) async fn metrics(
     State(s): State<AppState>,
+    PeerAddr(peer): PeerAddr,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     if !s.shared.public_metrics {
-        identify(&headers, &s)?;
+        identify(&headers, peer, &s)?;
     }
     let text = render(&s).await?;
     Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())
