@@ -354,7 +354,7 @@ impl<H: LndHandler> Reader<H> {
             let want = if d.stage() == Stage::Payload {
                 d.wanted().clamp(1, READ_CHUNK)
             } else {
-                d.wanted().max(HEADER_READ).min(READ_CHUNK)
+                d.wanted().clamp(HEADER_READ, READ_CHUNK)
             };
             let mut buf = BytesMut::with_capacity(want);
             let n = (&mut *r)
