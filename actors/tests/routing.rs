@@ -16,7 +16,7 @@ use fabric_support::{md, nid, Fab, BITS, BOUND, PORTAL};
 use std::time::Duration;
 
 use actors::events::{Event, ForwardDrop, NetStatusReason, RouteCause};
-use actors::{ForwardingCounts, GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
+use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, PutRequest};
 use bytes::Bytes;
 use lnd::fabric::{Fabric, FabricConfig};
 use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};

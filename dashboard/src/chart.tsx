@@ -1,11 +1,18 @@
-// A health-over-time chart of one NI (uPlot): the health value as a step line on the node's
-// clock, with fault, failure, recovery and reset events drawn as marks.
+// A health-over-time chart of one NI (uPlot): the health value as a step line on the browser's
+// clock (the node's clock placed on it), with fault, failure, recovery and reset events drawn
+// as marks.
 
 import { useEffect, useRef } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import type { Mark, Series } from "./store";
-import { fmtTime, nodeNow } from "./store";
+import { fmtWall, state } from "./store";
+
+/** A node clock time (ms) as the chart's x: wall-clock seconds (node seconds until the gap
+ * between the two clocks is known, when the axis shows no times). */
+function wallX(t: number): number {
+  return (t + (state.offset ?? 0)) / 1000;
+}
 
 const MARK_COLORS: Record<Mark["kind"], string> = {
   fault: "#d62728",
@@ -37,16 +44,15 @@ function data(s: Series, current: number | null): [number[], number[]] {
   const first = s.points[0];
   const firstMark = s.marks.length ? Math.min(...s.marks.map((m) => m.t)) : null;
   if (first && firstMark != null && firstMark < first.t) {
-    xs.push(firstMark / 1000 - 0.5);
+    xs.push(wallX(firstMark) - 0.5);
     ys.push(first.v);
   }
   for (const p of s.points) {
-    xs.push(p.t / 1000);
+    xs.push(wallX(p.t));
     ys.push(p.v);
   }
-  const now = nodeNow();
   const lastT = xs.length ? xs[xs.length - 1] : null;
-  const end = now != null ? now / 1000 : lastT;
+  const end = state.offset != null ? Date.now() / 1000 : lastT;
   const v = current ?? (ys.length ? ys[ys.length - 1] : null);
   if (v != null) {
     if (xs.length === 0) {
@@ -70,7 +76,7 @@ function marksPlugin(get: () => Mark[]): uPlot.Plugin {
         const [x0, x1] = [u.scales.x.min ?? 0, u.scales.x.max ?? 0];
         ctx.save();
         for (const m of get()) {
-          const t = m.t / 1000;
+          const t = wallX(m.t);
           if (t < x0 || t > x1) continue;
           const x = Math.round(u.valToPos(t, "x", true));
           ctx.strokeStyle = MARK_COLORS[m.kind];
@@ -106,8 +112,14 @@ export function HealthChart({ s, current, width }: { s: Series; current: number 
       scales: { x: { time: false }, y: { range: [0, 1050] } },
       axes: [
         {
-          values: (_u, ticks) => ticks.map((t) => fmtTime(t * 1000)),
+          values: (u, ticks) => {
+            const labels = ticks.map((t) => (state.offset == null ? "" : fmtWall(t * 1000)));
+            // The labels are drawn on a canvas: the chart's element names them too.
+            u.root.parentElement?.setAttribute("data-x-labels", labels.join("|"));
+            return labels;
+          },
           incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400],
+          space: 70, // px between ticks: room for HH:MM:SS
           size: 30,
           font: "11px system-ui, sans-serif",
           stroke: "#666",

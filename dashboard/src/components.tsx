@@ -4,7 +4,7 @@
 import type { ComponentChildren } from "preact";
 import { useState } from "preact/hooks";
 import type { NiKind } from "./model";
-import { fmtAgo, fmtTime, resetHealth, state } from "./store";
+import { fmtAgo, fmtTime, resetHealth, state, toWall } from "./store";
 
 export function healthClass(v: number | null): string {
   if (v == null) return "h-unknown";
@@ -33,10 +33,12 @@ export function Badge({ ok, children, title }: { ok: boolean | null; children: C
   );
 }
 
+/** A time on this run's node clock (ms), shown on the browser's clock and time zone. */
 export function When({ at }: { at: number | null }) {
   if (at == null) return <span class="muted">–</span>;
+  const wall = toWall(at);
   return (
-    <span class="when" title={`node clock ${at} ms`}>
+    <span class="when" title={`${wall == null ? "" : `${new Date(wall).toString()}; `}node clock ${at} ms`} data-wall-ms={wall ?? ""}>
       {fmtTime(at)} <span class="muted">{fmtAgo(at)}</span>
     </span>
   );

@@ -102,7 +102,8 @@ export type EventBody =
 
 export interface ApiEvent {
   id: number;
-  at_ms: number;
+  at_ms: number; // node clock of the run that recorded it
+  wall_ms?: number | null; // wall clock (Unix ms), for an event read back from the log
   event: EventBody;
 }
 
@@ -112,6 +113,9 @@ export interface EventPage {
   last_id: number;
   missed: number;
   next_after: number;
+  next_before?: number;
+  run_first_id?: number;
+  now_ms?: number;
 }
 
 export const EVENT_TYPES = [
@@ -147,7 +151,7 @@ export function describe(b: EventBody): string {
     case "resend":
       return `resend ${b.retry} after ${b.status}: ${b.from_ni} → ${b.to_peer_ni}`;
     case "route":
-      return `route to ${b.net} via ${b.gateway}: ${b.down == null ? "up" : `down (${b.down})`} [${b.cause}]`;
+      return `route to ${b.net} via ${b.gateway}: ${b.down == null ? "up" : `down (${b.down})`}${b.cause ? ` [${b.cause}]` : ""}`;
     case "net_status":
       return `net ${b.net} advertised ${b.up ? "up" : "down"} (${b.reason})`;
     case "forward_dropped":

@@ -1,6 +1,7 @@
-// The dashboard's live state: the documents polled from the API, the event log read once and
-// then followed on the event stream, and what is derived from the events (health series,
-// recovery queue entries, route and net state changes). Views subscribe with `useStore`.
+// The dashboard's live state: the documents polled from the API, the newest page of the
+// server's event log read on sign-in (older pages on demand) and then followed on the event
+// stream, and what is derived from the events (health series, recovery queue entries, route
+// and net state changes). Views subscribe with `useStore`.
 
 import { useEffect, useState } from "preact/hooks";
 import * as api from "./api";
@@ -16,6 +17,12 @@ import type {
   StatsShow,
 } from "./model";
 import { readRoutes, readRouting } from "./model";
+
+/** An event as the page keeps it: `t` is its time on the node's clock of this run (ms; an
+ * event of an earlier run is placed by its wall-clock time), null when it cannot be placed. */
+export interface Ev extends ApiEvent {
+  t: number | null;
+}
 
 export interface Point {
   t: number; // node clock, ms
@@ -69,8 +76,12 @@ export interface State {
   recovery: { local: string[]; peer: string[] };
   routes: RouteRow[] | null; // null: this server has no route table endpoint
   routing: RoutingDoc | null; // null: this server has no routing endpoint
-  events: ApiEvent[];
+  events: Ev[]; // by id, oldest first
   lastEventId: number;
+  oldestId: number | null; // the oldest id loaded: the `before` of the next older page
+  olderLeft: boolean; // the server keeps events older than those loaded
+  loadingOlder: boolean;
+  runFirstId: number; // the first id of the server's current run (0: unknown)
   series: Map<string, Series>;
   recoveryInfo: Map<string, RecoveryInfo>;
   routeChanges: Map<string, RouteChange>;
@@ -82,6 +93,10 @@ export interface State {
 }
 
 const MAX_EVENTS = 5000;
+/** Events per page of the log (the newest on sign-in, then each "load older"). */
+export const EVENTS_PAGE = 200;
+/** A `before` above every id: the newest page. */
+const NEWEST = Number.MAX_SAFE_INTEGER;
 const MAX_POINTS = 2000;
 const POLL_MS = 2000;
 const TOKEN_KEY = "lnet-router.dashboard.token";
@@ -103,6 +118,10 @@ export const state: State = {
   routing: null,
   events: [],
   lastEventId: 0,
+  oldestId: null,
+  olderLeft: false,
+  loadingOlder: false,
+  runFirstId: 0,
   series: new Map(),
   recoveryInfo: new Map(),
   routeChanges: new Map(),
@@ -143,8 +162,10 @@ export function useStore(): State {
 }
 
 // ---------------------------------------------------------------------------------------
-// Time: the node's clock counts milliseconds from its start. An event received live tells
-// how far the wall clock is ahead of it (at least); the smallest such gap is the estimate.
+// Time: the node's clock counts milliseconds from its start. Every page of the event log
+// says the node's clock then (`now_ms`) and every event received live when it happened:
+// each tells how far the wall clock is ahead of the node's (at least); the smallest such
+// gap is the estimate. Times are shown on the browser's clock, in its time zone.
 
 export function observeClock(atMs: number): void {
   const gap = Date.now() - atMs;
@@ -160,12 +181,28 @@ function pad(n: number): string {
   return String(n).padStart(2, "0");
 }
 
-/** A node clock time as the wall clock shows it (HH:MM:SS), or as node time before sync. */
+/** A wall-clock time (Unix ms) as the browser's clock shows it in its time zone: HH:MM:SS,
+ * with the date before it when it is not today. */
+export function fmtWall(wallMs: number): string {
+  const d = new Date(wallMs);
+  const time = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  const today = new Date();
+  if (d.getFullYear() === today.getFullYear() && d.getMonth() === today.getMonth() && d.getDate() === today.getDate())
+    return time;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${time}`;
+}
+
+/** A node clock time (this run) on the wall clock (Unix ms), once the gap is known. */
+export function toWall(atMs: number): number | null {
+  return state.offset == null ? null : atMs + state.offset;
+}
+
+/** A node clock time as the browser's clock shows it (see `fmtWall`); "–" until the page
+ * knows the node's clock (it learns it with the first page of events). */
 export function fmtTime(atMs: number | null): string {
   if (atMs == null) return "–";
-  if (state.offset == null) return `node +${(atMs / 1000).toFixed(1)} s`;
-  const d = new Date(atMs + state.offset);
-  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  const w = toWall(atMs);
+  return w == null ? "–" : fmtWall(w);
 }
 
 /** How long ago (or, negative, how long until) a node clock time is. */
@@ -212,9 +249,10 @@ function recInfo(nid: string): RecoveryInfo {
 }
 
 /** Applies one event to the derived state. */
-function apply(e: ApiEvent): void {
+function apply(e: Ev): void {
   const b = e.event;
-  const t = e.at_ms;
+  const t = e.t;
+  if (t == null) return;
   switch (b.type) {
     case "health": {
       const s = series(b.nid, b.ni_kind);
@@ -274,20 +312,87 @@ function apply(e: ApiEvent): void {
   }
 }
 
-function record(e: ApiEvent): void {
-  if (e.id <= state.lastEventId) return;
-  state.lastEventId = e.id;
-  state.events.push(e);
-  if (state.events.length > MAX_EVENTS) state.events.splice(0, state.events.length - MAX_EVENTS);
-  apply(e);
+/** Where an event goes on this run's node clock: as recorded, for an event of this run; by
+ * its wall-clock time, for one of an earlier run (whose node clock started elsewhere). */
+function place(e: ApiEvent): Ev {
+  const earlier = state.runFirstId > 0 && e.id < state.runFirstId;
+  if (!earlier) return { ...e, t: e.at_ms };
+  return { ...e, t: e.wall_ms != null && state.offset != null ? e.wall_ms - state.offset : null };
 }
 
+function trim(): void {
+  if (state.events.length <= MAX_EVENTS) return;
+  state.events.splice(0, state.events.length - MAX_EVENTS);
+  state.oldestId = state.events[0].id;
+  state.olderLeft = true;
+}
+
+/** Records an event newer than every one kept (live, or a page forward); skips one seen. */
+function record(e: ApiEvent): void {
+  if (e.id <= state.lastEventId) return;
+  const ev = place(e);
+  state.lastEventId = e.id;
+  state.events.push(ev);
+  if (state.oldestId == null) state.oldestId = e.id;
+  trim();
+  apply(ev);
+}
+
+/** The derived state again from every event kept, in order (after older ones came in). */
+function rebuild(): void {
+  state.series = new Map();
+  state.recoveryInfo = new Map();
+  state.routeChanges = new Map();
+  state.netAdverts = new Map();
+  state.events.forEach(apply);
+  sampleHealth();
+}
+
+function learnPage(page: EventPage): void {
+  if (page.now_ms != null) observeClock(page.now_ms);
+  if (page.run_first_id != null) state.runFirstId = page.run_first_id;
+}
+
+/** The newest page of the server's event log: what the page shows on opening. */
+async function loadNewest(signal: AbortSignal): Promise<void> {
+  const page = await api.get<EventPage>(`events?before=${NEWEST}&limit=${EVENTS_PAGE}`, signal);
+  learnPage(page);
+  page.events.forEach(record);
+  const before = page.next_before ?? page.events[0]?.id ?? null;
+  state.oldestId = before;
+  state.olderLeft = before != null && before > page.first_available_id;
+  changed();
+}
+
+/** The events after the newest one kept (after the stream fell behind), page by page. */
 async function loadHistory(signal: AbortSignal): Promise<void> {
   for (let i = 0; i < 20; i++) {
     const page = await api.get<EventPage>(`events?after=${state.lastEventId}&limit=1000`, signal);
+    learnPage(page);
     page.events.forEach(record);
     changed();
     if (page.events.length === 0 || page.next_after >= page.last_id) return;
+  }
+}
+
+/** The page of events before the oldest one kept ("load older"). */
+export async function loadOlder(): Promise<void> {
+  if (state.loadingOlder || state.oldestId == null || !state.olderLeft) return;
+  state.loadingOlder = true;
+  changed();
+  try {
+    const page = await api.get<EventPage>(`events?before=${state.oldestId}&limit=${EVENTS_PAGE}`);
+    learnPage(page);
+    const seen = new Set(state.events.map((e) => e.id));
+    const older = page.events.filter((e) => !seen.has(e.id)).map(place);
+    state.events = [...older, ...state.events].sort((a, b) => a.id - b.id);
+    const before = page.next_before ?? older[0]?.id ?? state.oldestId;
+    state.oldestId = before;
+    state.olderLeft = page.events.length > 0 && before > page.first_available_id;
+    rebuild();
+  } finally {
+    state.loadingOlder = false;
+    changed();
   }
 }
 
@@ -465,7 +570,7 @@ export async function login(token: string): Promise<void> {
   session = ctl;
   await poll(ctl.signal);
   try {
-    await loadHistory(ctl.signal);
+    await loadNewest(ctl.signal);
   } catch {
     // the stream resumes from what was read
   }
@@ -496,6 +601,11 @@ export function logout(why: string | null = null): void {
     routing: null,
     events: [],
     lastEventId: 0,
+    oldestId: null,
+    olderLeft: false,
+    loadingOlder: false,
+    runFirstId: 0,
+    offset: null,
     stream: "connecting",
   });
   state.series = new Map();

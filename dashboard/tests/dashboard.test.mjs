@@ -13,6 +13,8 @@
 //   DASHBOARD_OUT            where screenshots and results.json go
 //   CHROMIUM                 the browser (default /usr/bin/chromium)
 //   ROUTE_TIMEOUT_S          how long the route check waits for the route to go down (120)
+//   DASHBOARD_TZ             the browser's time zone (default America/St_Johns: UTC-3:30 or
+//                            -2:30, so that a time shown in UTC or the runner's zone shows)
 //
 // It prints one line per check and closes with "N passed, N failed".
 
@@ -33,6 +35,7 @@ const OUT = process.env.DASHBOARD_OUT ?? "target/test-output/dashboard";
 const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const ROUTE_TIMEOUT_S = Number(process.env.ROUTE_TIMEOUT_S ?? 120);
 const BUDGET = 500 * 1024;
+const TZ = process.env.DASHBOARD_TZ ?? "America/St_Johns";
 
 if (BASE.protocol !== "https:" || !ADMIN || !READER) {
   console.error("DASHBOARD_URL (https), DASHBOARD_ADMIN_TOKEN and DASHBOARD_READER_TOKEN are needed");
@@ -124,6 +127,31 @@ const api = (method, path, body, token = ADMIN, base = API_BASE) => call(method,
 const seg = encodeURIComponent;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Seconds since midnight of a wall-clock time (Unix ms) in the browser's time zone. */
+function secondsOfDay(wallMs) {
+  const parts = new Intl.DateTimeFormat("en-GB", { timeZone: TZ, hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" })
+    .formatToParts(new Date(wallMs))
+    .reduce((o, p) => ({ ...o, [p.type]: Number(p.value) }), {});
+  return parts.hour * 3600 + parts.minute * 60 + parts.second;
+}
+
+/** Seconds since midnight of a shown `HH:MM:SS` (the last one in the text), or null. */
+function shownSeconds(text) {
+  const m = [...(text ?? "").matchAll(/(\d\d):(\d\d):(\d\d)/g)].pop();
+  return m ? Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]) : null;
+}
+
+/** How far apart two times of day are, in seconds (across midnight too). */
+function daySpan(a, b) {
+  const d = Math.abs(a - b) % 86400;
+  return Math.min(d, 86400 - d);
+}
+
+/** The page's event rows: [id, type] of each. */
+async function eventRows() {
+  return page.$$eval("[data-table=events] tbody tr", (rows) => rows.map((r) => [Number(r.cells[0].textContent), r.getAttribute("data-event")]));
+}
+
 async function until(what, fn, timeoutMs, stepMs = 250) {
   const end = Date.now() + timeoutMs;
   let last;
@@ -152,6 +180,7 @@ const context = await chromium.launchPersistentContext(profile, {
   executablePath: CHROMIUM,
   headless: true,
   viewport: { width: 1440, height: 900 },
+  timezoneId: TZ,
   args: [
     "--headless",
     "--no-sandbox",
@@ -364,6 +393,10 @@ try {
   await page.fill('[data-search="events"]', "");
   await shot("events");
 
+  // 5b. The event log on opening: the newest page of the server's log, older pages on
+  // demand, no event twice where the page and the stream meet, times on the browser's clock.
+  await eventLogCheck(target);
+
   // 6. The route table view (the route check itself comes last: it may open another node).
   await view("routes");
   const routesDoc = await api("GET", "routes");
@@ -469,11 +502,129 @@ try {
   rmSync(profile, { recursive: true, force: true });
 }
 
+async function eventLogCheck(target) {
+  // More events than one page of the dashboard (200) after the fault rule's admin event:
+  // health resets of the NI (each an admin event), made before the page is opened again.
+  const PAGE = 200;
+  const extra = PAGE + 40;
+  const tMade = Date.now();
+  for (let i = 0; i < extra; i++) {
+    const r = await api("POST", `nis/${seg(target)}/health`, { value: 1000 });
+    if (r.status !== 200) throw new Error(`health reset ${i}: ${r.status} ${r.text}`);
+  }
+  const newest = (await api("GET", "events?before=9007199254740991&limit=1")).json;
+  // The fault rule's admin event, paging back through the log.
+  let faultId = null;
+  for (let before = 9007199254740991, i = 0; faultId == null && i < 20; i++) {
+    const p = (await api("GET", `events?before=${before}&limit=1000`)).json;
+    const hits = p.events.filter((e) => e.event.type === "admin" && e.event.action.includes("fault_rule") && e.event.target === target);
+    if (hits.length) faultId = hits[0].id;
+    if (p.events.length === 0 || p.next_before <= p.first_available_id) break;
+    before = p.next_before;
+  }
+  note(`${extra} admin events made; the log's newest id is ${newest.last_id}, the fault rule's event ${faultId}`);
+  check("GET events?before= pages back from the newest, with where the next page starts", newest.events.length === 1 && newest.next_before === newest.events[0].id && typeof newest.now_ms === "number", JSON.stringify({ ...newest, events: newest.events.map((e) => e.id) }));
+
+  // Open the page again: nothing has arrived live yet, the events come from the log.
+  await page.reload({ waitUntil: "load" });
+  await page.waitForSelector("[data-role-badge]", { timeout: 15000 });
+  await view("events");
+  for (const off of await page.$$(".chip-off input")) await off.click(); // every type shown
+  const loaded = await until("the newest page of the log on screen", async () => {
+    const rows = await eventRows();
+    return rows.some(([id]) => id >= newest.last_id) ? rows : null;
+  }, 15000).catch(() => []);
+  const ids = loaded.map(([id]) => id);
+  check(
+    "on opening, the events view shows the newest page of the server's event log",
+    ids.length >= PAGE && ids.includes(newest.last_id) && ids.filter((id) => id <= newest.last_id).length >= PAGE,
+    `${ids.length} rows, ids ${Math.min(...ids)}–${Math.max(...ids)}`,
+  );
+  check(
+    "an event from before the page opened is not shown until older events are loaded",
+    faultId != null && !ids.includes(faultId),
+    `fault rule event ${faultId}`,
+  );
+  await shot("events-from-log");
+
+  // A few events live, over the stream, while the page holds the log's page.
+  for (let i = 0; i < 3; i++) await api("POST", `nis/${seg(target)}/health`, { value: 1000 });
+  const liveLast = (await api("GET", "events?before=9007199254740991&limit=1")).json.last_id;
+  await until("the live events on screen", async () => ((await eventRows()).some(([id]) => id >= liveLast) ? true : null), 15000).catch(() => null);
+
+  // Older pages until the fault rule's event is in (bounded: the log holds it).
+  let clicks = 0;
+  while (clicks < 10 && faultId != null && !(await eventRows()).some(([id]) => id === faultId)) {
+    const oldest = await page.getAttribute("[data-oldest-id]", "data-oldest-id");
+    await page.click('[data-action="load-older"]');
+    clicks++;
+    await until("an older page", async () => ((await page.getAttribute("[data-oldest-id]", "data-oldest-id")) !== oldest ? true : null), 10000).catch(() => null);
+  }
+  const rows = await eventRows();
+  const shownIds = rows.map(([id]) => id);
+  check(`"load older" brings the events before the first page (the fault rule's event)`, faultId != null && shownIds.includes(faultId), `${clicks} clicks`);
+  const dup = shownIds.filter((id, i) => shownIds.indexOf(id) !== i);
+  check("no event is shown twice where the loaded pages and the stream meet", dup.length === 0 && rows.length > 0, dup.length ? `twice: ${dup.slice(0, 10).join(", ")}` : `${rows.length} rows`);
+  const lo = Math.min(...shownIds);
+  const hi = Math.max(...shownIds);
+  const want = [];
+  for (let after = lo - 1; want.length <= hi - lo + 1;) {
+    const p = (await api("GET", `events?after=${after}&limit=1000`)).json;
+    want.push(...p.events.map((e) => e.id).filter((id) => id <= hi));
+    if (p.events.length === 0 || p.next_after >= hi) break;
+    after = p.next_after;
+  }
+  const shownSet = new Set(shownIds);
+  const gaps = want.filter((id) => !shownSet.has(id));
+  check(
+    "the events view holds every event of the log between its oldest and newest, in order",
+    gaps.length === 0 && want.length === shownIds.length && shownIds.every((id, i) => i === 0 || id < shownIds[i - 1]),
+    `${shownIds.length} shown, ${want.length} in the log from ${lo} to ${hi}${gaps.length ? `; missing ${gaps.slice(0, 10).join(", ")}` : ""}`,
+  );
+  await page.evaluate(() => window.scrollTo(0, document.body.scrollHeight));
+  await shot("events-older");
+
+  // Times: the browser's clock in its time zone.
+  const lastRow = `[data-table=events] tbody tr:has(td:first-child:text-is("${newest.last_id}")) .when`;
+  const shownText = await page.textContent(lastRow).catch(() => "");
+  const shownAt = shownSeconds(shownText);
+  const span = shownAt == null ? null : daySpan(shownAt, secondsOfDay(Date.now()));
+  const made = daySpan(secondsOfDay(tMade), secondsOfDay(Date.now()));
+  check(
+    `event times are clock times in the browser's time zone (${TZ})`,
+    span != null && span <= made + 5,
+    `event ${newest.last_id} shown at "${shownText}"; ${TZ} now ${new Intl.DateTimeFormat("en-GB", { timeZone: TZ, timeStyle: "medium" }).format(new Date())}`,
+  );
+  const bodyText = await page.textContent("body");
+  check('no time is shown as node clock ("node +N s")', !/node \+/.test(bodyText));
+
+  // The health chart, rebuilt from the log: the fault rule and the reset marked, the time
+  // axis in clock time.
+  await view("health");
+  const chart = `[data-chart-of="${target}"]`;
+  const marks = await until("the chart's marks", async () => {
+    const m = (await page.getAttribute(chart, "data-marks")) ?? "";
+    return m.includes("fault") && m.includes("reset") ? m : null;
+  }, 10000).catch(() => "");
+  check(`after opening again, the chart of ${target} shows the fault rule and the resets from the log`, marks !== "", [...new Set(marks.split(" "))].join(" "));
+  const labels = ((await page.getAttribute(chart, "data-x-labels")) ?? "").split("|").filter(Boolean);
+  const nowS = secondsOfDay(Date.now());
+  const clockLabels = labels.filter((l) => /^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d$/.test(l));
+  check(
+    `the chart's time axis is labelled in clock time (${TZ})`,
+    labels.length > 0 && clockLabels.length === labels.length && labels.every((l) => daySpan(shownSeconds(l), nowS) <= 3600),
+    labels.join(", "),
+  );
+  await shot("health-from-log");
+}
+
 async function routeCheck(node) {
   // node: {name, url, admin, reader, routes_via: {net, gateway, gateway_node, gateway_ni}}
   const via = node.routes_via;
   const gw = NODES.find((n) => n.name === via.gateway_node);
   await page.goto(node.url);
+  // From here on, only this node's page makes requests (the previous page's polls are gone).
+  requests.length = 0;
   await page.waitForSelector("[data-token-input], [data-role-badge]", { timeout: 10000 });
   await signIn(node.admin);
   await view("routes");

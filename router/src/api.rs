@@ -11,8 +11,8 @@ use lnet::tunables::Tunables;
 use lnet::{Net, Nid};
 use store::Store;
 use web::{
-    ApiEvent, ConfigStore, EventBody, EventSink, NiKindDoc, Role, SinkError, TokenIdentity,
-    TokenVerifier, Transport, WebConfig, WebContext, WebError, WebServer,
+    ApiEvent, ConfigStore, EventBody, EventSink, LogCursor, LogPage, NiKindDoc, Role, SinkError,
+    TokenIdentity, TokenVerifier, Transport, WebConfig, WebContext, WebError, WebServer,
 };
 
 /// Where and how the API listens.
@@ -211,13 +211,178 @@ pub fn to_store(body: &EventBody) -> Result<store::Event, SinkError> {
     })
 }
 
+/// A stored route reason, `DOWN (CAUSE)` (as [`to_store`] writes it), as its two parts.
+fn route_reason(reason: &str) -> (String, String) {
+    match reason.strip_suffix(')').and_then(|r| r.rsplit_once(" (")) {
+        Some((down, cause)) => (down.to_owned(), cause.to_owned()),
+        None => (reason.to_owned(), String::new()),
+    }
+}
+
+fn kind(q: store::RecoveryQueue) -> NiKindDoc {
+    match q {
+        store::RecoveryQueue::LocalNi => NiKindDoc::Local,
+        store::RecoveryQueue::PeerNi => NiKindDoc::Peer,
+    }
+}
+
+/// An event of the store's log as the API shows it. What the store does not keep reads
+/// empty: the cause of a route that came up, and a health cause that is not a message
+/// status.
+pub fn from_store(event: &store::Event) -> EventBody {
+    use store::Event as S;
+    let health = |ni_kind, nid: &Nid, before, after, cause: &Option<_>| EventBody::Health {
+        ni_kind,
+        nid: nid.to_string(),
+        before,
+        after,
+        cause: cause.map(|c: lnet::health::HealthStatus| c.name().to_owned()),
+    };
+    match event {
+        S::NiHealth {
+            nid,
+            before,
+            after,
+            cause,
+        } => health(NiKindDoc::Local, nid, *before, *after, cause),
+        S::PeerNiHealth {
+            nid,
+            before,
+            after,
+            cause,
+        } => health(NiKindDoc::Peer, nid, *before, *after, cause),
+        S::NiState { nid, up } => EventBody::NiStatus {
+            nid: nid.to_string(),
+            status: if *up { "up" } else { "down" }.to_owned(),
+        },
+        S::RouteState {
+            net,
+            gateway,
+            up,
+            reason,
+        } => {
+            let (down, cause) = match (up, reason) {
+                (true, _) => (None, String::new()),
+                (false, Some(r)) => {
+                    let (down, cause) = route_reason(r);
+                    (Some(down), cause)
+                }
+                (false, None) => (Some(String::new()), String::new()),
+            };
+            EventBody::Route {
+                net: net.to_string(),
+                gateway: gateway.to_string(),
+                down,
+                cause,
+            }
+        }
+        S::RecoveryQueued { queue, nid } => EventBody::RecoveryQueued {
+            queue: kind(*queue),
+            nid: nid.to_string(),
+        },
+        S::RecoveryPing {
+            queue,
+            nid,
+            ping_count,
+            next_ping_ms,
+        } => EventBody::RecoveryPing {
+            queue: kind(*queue),
+            nid: nid.to_string(),
+            ping_count: *ping_count,
+            next_ping_ms: *next_ping_ms,
+        },
+        S::RecoveryLeft { queue, nid } => EventBody::RecoveryLeft {
+            queue: kind(*queue),
+            nid: nid.to_string(),
+        },
+        S::Resend {
+            status,
+            from_ni,
+            to_peer_ni,
+            retry,
+        } => EventBody::Resend {
+            status: status.name().to_owned(),
+            from_ni: from_ni.to_string(),
+            to_peer_ni: to_peer_ni.to_string(),
+            retry: *retry,
+        },
+        S::ConfigChanged { change } => EventBody::Other {
+            description: change.clone(),
+        },
+        S::NetStatus { net, up, reason } => EventBody::NetStatus {
+            net: net.to_string(),
+            up: *up,
+            reason: reason.clone(),
+        },
+        S::ForwardDropped { src, dest, reason } => EventBody::ForwardDropped {
+            src: src.to_string(),
+            dest: dest.to_string(),
+            reason: reason.clone(),
+        },
+        S::Admin {
+            token,
+            action,
+            target,
+            detail,
+        } => EventBody::Admin {
+            token: token.clone(),
+            action: action.clone(),
+            target: target.clone(),
+            detail: detail.clone(),
+        },
+        S::EventsLost { count } => EventBody::EventsLost { count: *count },
+        other => EventBody::Other {
+            description: format!("{other:?}"),
+        },
+    }
+}
+
+/// The wall-clock time now, in milliseconds since the Unix epoch (0 before it).
+fn wall_ms() -> u64 {
+    #[allow(clippy::disallowed_types)] // the log keeps wall-clock time by definition
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    now
+}
+
 impl EventSink for StoreLog {
+    /// Appends the event under the API's id, with the wall-clock time it was recorded at
+    /// (so that events of earlier runs, whose node clock is gone, keep a time).
     fn record(&self, event: &ApiEvent) -> Result<(), SinkError> {
         let e = to_store(&event.event)?;
         self.0
-            .append_event(event.at_ms, &e)
-            .map(|_| ())
+            .append_event_with_id(event.id, event.at_ms, Some(wall_ms()), &e)
             .map_err(kept)
+    }
+
+    fn last_id(&self) -> Result<u64, SinkError> {
+        Ok(self.0.last_event_id().map_err(kept)?.unwrap_or(0))
+    }
+
+    fn read(&self, from: LogCursor, limit: usize) -> Result<Option<LogPage>, SinkError> {
+        let records = match from {
+            LogCursor::After(after) => self.0.events_after(after, limit),
+            LogCursor::Before(before) => self.0.events_before(before, limit),
+        }
+        .map_err(kept)?;
+        let first_id = match self.0.first_event_id().map_err(kept)? {
+            Some(id) => id,
+            None => self.last_id()?.saturating_add(1),
+        };
+        Ok(Some(LogPage {
+            first_id,
+            events: records
+                .iter()
+                .map(|r| ApiEvent {
+                    id: r.id,
+                    at_ms: r.at_ms,
+                    wall_ms: r.wall_ms,
+                    event: from_store(&r.event),
+                })
+                .collect(),
+        }))
     }
 }
 
@@ -306,17 +471,155 @@ pub async fn start(
     config_store: Option<Arc<dyn ConfigStore>>,
     tunables: Tunables,
 ) -> Result<WebServer, WebError> {
+    let ctx = WebContext {
+        node,
+        tokens,
+        sink,
+        tunables,
+        config: config_store,
+    };
+    start_with(settings, ctx, false).await
+}
+
+/// Starts the API for `ctx` as [`start`] does; with `exporter_labels` its `lustre_*`
+/// series carry the HPE/GSI exporters' `component` and `target` labels.
+pub async fn start_with(
+    settings: &ApiSettings,
+    ctx: WebContext,
+    exporter_labels: bool,
+) -> Result<WebServer, WebError> {
     let mut config = WebConfig::plain_http(settings.listen, false);
     config.transport = settings.transport.clone();
-    web::start(
-        config,
-        WebContext {
-            node,
-            tokens,
-            sink,
-            tunables,
-            config: config_store,
-        },
-    )
-    .await
+    config.metrics_exporter_labels = exporter_labels;
+    web::start(config, ctx).await
+}
+
+/// Where `/metrics` is also served alone (`--metrics-listen`), and how its series are
+/// labelled.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricsSettings {
+    /// The plain-HTTP, token-free listener of `/metrics`; `None`: none (the default).
+    pub listen: Option<SocketAddr>,
+    /// `--metrics-exporter-labels`: the `lustre_*` series also carry `component="lnet"`
+    /// and `target="lnet"`, as the HPE and GSI Lustre exporters label them.
+    pub exporter_labels: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(id: u64, event: EventBody) -> ApiEvent {
+        ApiEvent {
+            id,
+            at_ms: id * 10,
+            wall_ms: None,
+            event,
+        }
+    }
+
+    fn bodies() -> Vec<EventBody> {
+        vec![
+            EventBody::Health {
+                ni_kind: NiKindDoc::Peer,
+                nid: "10.0.0.2@tcp".into(),
+                before: 1000,
+                after: 950,
+                cause: Some("LOCAL_TIMEOUT".into()),
+            },
+            EventBody::Health {
+                ni_kind: NiKindDoc::Local,
+                nid: "10.0.0.1@tcp".into(),
+                before: 950,
+                after: 1000,
+                cause: None,
+            },
+            EventBody::NiStatus {
+                nid: "10.0.0.1@tcp".into(),
+                status: "down".into(),
+            },
+            EventBody::RecoveryPing {
+                queue: NiKindDoc::Local,
+                nid: "10.0.0.1@tcp".into(),
+                ping_count: 2,
+                next_ping_ms: 4000,
+            },
+            EventBody::Route {
+                net: "tcp1".into(),
+                gateway: "10.0.0.9@tcp".into(),
+                down: Some("gateway reports tcp1 down (ping)".into()),
+                cause: "PingReply".into(),
+            },
+            EventBody::NetStatus {
+                net: "tcp".into(),
+                up: false,
+                reason: "Silent".into(),
+            },
+            EventBody::ForwardDropped {
+                src: "10.0.0.2@tcp".into(),
+                dest: "10.0.1.2@tcp1".into(),
+                reason: "no route".into(),
+            },
+            EventBody::Admin {
+                token: "ops".into(),
+                action: "add_route".into(),
+                target: Some("tcp1".into()),
+                detail: "hops 1".into(),
+            },
+            EventBody::EventsLost { count: 3 },
+        ]
+    }
+
+    #[test]
+    fn every_event_reads_back_from_the_store_as_it_was_recorded() {
+        for b in bodies() {
+            let stored = to_store(&b).unwrap();
+            assert_eq!(from_store(&stored), b);
+        }
+        // An up route keeps no cause.
+        let up = EventBody::Route {
+            net: "tcp1".into(),
+            gateway: "10.0.0.9@tcp".into(),
+            down: None,
+            cause: "PingReply".into(),
+        };
+        let EventBody::Route { down, cause, .. } = from_store(&to_store(&up).unwrap()) else {
+            panic!("not a route event");
+        };
+        assert_eq!((down, cause.as_str()), (None, ""));
+    }
+
+    #[test]
+    fn the_log_keeps_the_api_ids_and_pages_back_and_forward() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path()).unwrap());
+        let log = StoreLog(Arc::clone(&store));
+        assert_eq!(log.last_id().unwrap(), 0);
+        let bodies = bodies();
+        for (i, b) in bodies.iter().enumerate() {
+            log.record(&ev(i as u64 + 1, b.clone())).unwrap();
+        }
+        // A refused event leaves its id unused; the next keeps its own.
+        let bad = EventBody::NiStatus {
+            nid: "not a nid".into(),
+            status: "up".into(),
+        };
+        assert!(log.record(&ev(10, bad)).is_err());
+        log.record(&ev(11, EventBody::EventsLost { count: 1 }))
+            .unwrap();
+        assert_eq!(log.last_id().unwrap(), 11);
+
+        let newest = log.read(LogCursor::Before(u64::MAX), 3).unwrap().unwrap();
+        let ids: Vec<u64> = newest.events.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [8, 9, 11]);
+        assert_eq!(newest.first_id, 1);
+        assert!(newest.events.iter().all(|e| e.wall_ms.is_some()));
+        assert_eq!(newest.events[0].event, bodies[7]);
+        assert_eq!(newest.events[0].at_ms, 80);
+        let older = log.read(LogCursor::Before(8), 100).unwrap().unwrap();
+        assert_eq!(older.events.len(), 7);
+        let forward = log.read(LogCursor::After(9), 100).unwrap().unwrap();
+        let ids: Vec<u64> = forward.events.iter().map(|e| e.id).collect();
+        assert_eq!(ids, [11]);
+    }
 }

@@ -66,6 +66,15 @@ pub enum DemoError {
     /// The demo's folder for its certificate could not be made.
     #[error("demo folder: {0}")]
     Dir(#[source] std::io::Error),
+    /// A node's event log could not be opened.
+    #[error("demo event log of {name}: {source}")]
+    Store {
+        /// Which node.
+        name: &'static str,
+        /// Why.
+        #[source]
+        source: store::StoreError,
+    },
 }
 
 /// The demo's four nodes.
@@ -111,7 +120,8 @@ pub const ADMIN_TOKEN: &str = "demo-admin-token-0001";
 pub const READER_TOKEN: &str = "demo-reader-token-0001";
 
 /// Serves each node's API and dashboard over HTTPS on 127.0.0.1, ports `base`, `base+1`
-/// ... in [`TOPOLOGY`] order, with one self-signed certificate written to `dir`.
+/// ... in [`TOPOLOGY`] order, with one self-signed certificate written to `dir`; each
+/// node's events are recorded in an event log of its own under `dir`, as the daemon's are.
 async fn serve(
     demo: &Demo,
     base: u16,
@@ -144,11 +154,15 @@ async fn serve(
             .and_then(|(_, text)| lnet::config::parse(text).ok())
             .and_then(|c| c.tunables().ok())
             .unwrap_or_default();
+        let log = store::Store::open(dir.join(format!("events-{name}")))
+            .map_err(|source| DemoError::Store { name, source })?;
+        let sink: std::sync::Arc<dyn web::EventSink> =
+            std::sync::Arc::new(crate::api::StoreLog(std::sync::Arc::new(log)));
         let server = crate::api::start(
             running.node.clone(),
             &settings,
             std::sync::Arc::clone(&tokens),
-            None,
+            Some(sink),
             None,
             tunables,
         )

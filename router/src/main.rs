@@ -64,6 +64,14 @@ enum Command {
         /// Over plain HTTP, let admin tokens change the node too.
         #[arg(long, requires = "plain_http")]
         plain_http_mutations: bool,
+        /// Also serve /metrics alone here: plain HTTP, read-only, no token (as the Lustre
+        /// exporters do). Off by default; needs no --data-dir.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Give the lustre_* series the component="lnet" and target="lnet" labels of the
+        /// HPE and GSI Lustre exporters too.
+        #[arg(long)]
+        metrics_exporter_labels: bool,
     },
     /// lnet_selftest-style load between end nodes in this process: `ping` or `brw
     /// read|write size=N`, printing lst-style rates (docs/bench.md).
@@ -106,6 +114,8 @@ fn main() -> ExitCode {
             plain_http,
             plain_http_mutations,
             cpu_npartitions,
+            metrics_listen,
+            metrics_exporter_labels,
         } => {
             let api = match api_listen
                 .map(|l| {
@@ -129,6 +139,10 @@ fn main() -> ExitCode {
                 tokens_file.as_deref(),
                 api,
                 cpts,
+                router::api::MetricsSettings {
+                    listen: metrics_listen,
+                    exporter_labels: metrics_exporter_labels,
+                },
             )
         }
         Command::Demo {
@@ -148,6 +162,7 @@ fn run(
     tokens_file: Option<&std::path::Path>,
     api: Option<ApiSettings>,
     cpts: usize,
+    metrics: router::api::MetricsSettings,
 ) -> ExitCode {
     let started = match startup(config, data_dir, &HostInterfaces) {
         Ok(s) => s,
@@ -179,7 +194,7 @@ fn run(
     plan.cpts = cpts;
     let store = started.store.map(std::sync::Arc::new);
     let system = actix::System::new();
-    match system.block_on(router::run::run(plan, store, api)) {
+    match system.block_on(router::run::run(plan, store, api, metrics)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lnet-router: {e}");

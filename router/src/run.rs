@@ -188,12 +188,14 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
 
 /// Runs the node described by `plan` until SIGINT or SIGTERM: with its store (`--data-dir`)
 /// it installs the fault rules kept there; with `api` (which needs the store: it holds the
-/// tokens and the event log) it serves the REST API. Must be called inside a running
-/// actix system.
+/// tokens and the event log) it serves the REST API; with `metrics.listen` it serves
+/// `/metrics` alone there, over plain HTTP without a token. Must be called inside a
+/// running actix system.
 pub async fn run(
     plan: Plan,
     store: Option<Arc<store::Store>>,
     api: Option<crate::api::ApiSettings>,
+    metrics: crate::api::MetricsSettings,
 ) -> Result<(), RunError> {
     // Install the handlers first, so that a signal that comes while the NIs start is not
     // lost (nor kills the process with the default action).
@@ -225,16 +227,14 @@ pub async fn run(
         (Some(settings), Some(store)) => {
             let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(store)));
             let sink = Arc::new(crate::api::StoreLog(Arc::clone(store)));
-            match crate::api::start(
-                running.node.clone(),
-                &settings,
+            let ctx = web::WebContext {
+                node: running.node.clone(),
                 tokens,
-                Some(sink),
-                Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
-                plan.tunables.clone(),
-            )
-            .await
-            {
+                sink: Some(sink),
+                tunables: plan.tunables.clone(),
+                config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
+            };
+            match crate::api::start_with(&settings, ctx, metrics.exporter_labels).await {
                 Ok(s) => {
                     println!("lnet-router: API listening on {}", s.local_addr());
                     Some(s)
@@ -246,6 +246,38 @@ pub async fn run(
             }
         }
         _ => None,
+    };
+    let metrics_server = match metrics.listen {
+        None => None,
+        Some(listen) => {
+            let started = match &server {
+                // Beside the API: the same state (tunables, events, drop counts).
+                Some(api) => api.serve_metrics(listen).await,
+                None => {
+                    let ctx = web::WebContext {
+                        node: running.node.clone(),
+                        tokens: Arc::new(web::MemoryTokens::new()),
+                        sink: None,
+                        tunables: plan.tunables.clone(),
+                        config: None,
+                    };
+                    web::start_metrics(listen, metrics.exporter_labels, ctx).await
+                }
+            };
+            match started {
+                Ok(s) => {
+                    println!("lnet-router: metrics listening on {}", s.local_addr());
+                    Some(s)
+                }
+                Err(e) => {
+                    running.stop().await;
+                    if let Some(s) = server {
+                        s.shutdown().await;
+                    }
+                    return Err(RunError::Api(e));
+                }
+            }
+        }
     };
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
     println!("lnet-router: NIDs: {}", nids.join(" "));
@@ -268,6 +300,9 @@ pub async fn run(
     }
     let clean = running.stop().await;
     tracing::info!(clean, "NIs stopped");
+    if let Some(s) = metrics_server {
+        s.shutdown().await;
+    }
     if let Some(s) = server {
         s.shutdown().await;
     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use lnet::config::{self, Config};
 use sha2::{Digest, Sha256};
-use store::{Role, Store, StoreError};
+use store::{Store, StoreError};
 
 use crate::plan::{plan, Interfaces, Plan, PlanError};
 
@@ -56,14 +56,15 @@ pub enum StartupError {
     #[error("nothing to run: give --config FILE, --data-dir DIR, or both")]
     Nothing,
     /// A line of the tokens file is wrong.
-    #[error("{path}: line {line}: {message}")]
+    #[error("{path}: {source}")]
     Tokens {
         /// The file.
         path: PathBuf,
         /// The line, from 1.
         line: usize,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: store::TokensFileError,
     },
     /// The store refused a token of the tokens file.
     #[error("{path}: line {line}: {source}")]
@@ -166,43 +167,26 @@ pub fn startup(
     })
 }
 
-/// Imports the tokens of a tokens file into the store.
+/// Imports the tokens of a tokens file into the store ([`store::parse_tokens_file`]):
+/// the whole file is checked first, so a bad line imports nothing.
 pub fn import_tokens(store: &Store, path: &Path) -> Result<usize, StartupError> {
     let text = std::fs::read_to_string(path).map_err(io_err(path))?;
-    let mut n = 0;
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let bad = |message: String| StartupError::Tokens {
-            path: path.to_owned(),
-            line: i + 1,
-            message,
-        };
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [name, role, secret] = fields.as_slice() else {
-            return Err(bad(format!(
-                "expected `NAME ROLE SECRET`, found {} fields",
-                fields.len()
-            )));
-        };
-        let role = match *role {
-            "admin" => Role::Admin,
-            "reader" => Role::Reader,
-            other => return Err(bad(format!("role `{other}`: expected admin or reader"))),
-        };
-        let _ = store.revoke_token(name);
+    let lines = store::parse_tokens_file(&text).map_err(|e| StartupError::Tokens {
+        path: path.to_owned(),
+        line: e.line(),
+        source: e,
+    })?;
+    for t in &lines {
+        let _ = store.revoke_token(&t.name);
         store
-            .create_token(name, role, secret)
+            .create_token(&t.name, t.role, &t.secret)
             .map_err(|source| StartupError::TokenRefused {
                 path: path.to_owned(),
-                line: i + 1,
+                line: t.line,
                 source,
             })?;
-        n += 1;
     }
-    Ok(n)
+    Ok(lines.len())
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! errors and undecodable bytes into [`StoreError`]s, and [`WriteSet`]s that are committed
 //! as one multi-tree transaction and flushed before the call returns.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -10,7 +11,7 @@ use sled::transaction::{ConflictableTransactionResult, TransactionError, Transac
 use sled::Transactional;
 
 use crate::error::{DecodeError, JsonError, StoreError};
-use crate::keys;
+use crate::{keys, seal};
 
 /// The trees of the schema. The names are part of the on-disk format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,10 @@ impl TreeId {
 #[derive(Debug)]
 pub(crate) struct Trees {
     pub(crate) db: sled::Db,
+    /// The store's directory, where the seal is.
+    dir: PathBuf,
+    /// The generation in the database and in the seal.
+    generation: Mutex<Generation>,
     meta: sled::Tree,
     nets: sled::Tree,
     peers: sled::Tree,
@@ -89,6 +94,14 @@ pub(crate) struct Trees {
     faults: sled::Tree,
     tokens: sled::Tree,
     events: sled::Tree,
+}
+
+/// The change counter of the database (in memory: it may not be durable yet) and the
+/// one in the seal file.
+#[derive(Debug, Clone, Copy)]
+struct Generation {
+    in_db: u64,
+    sealed: u64,
 }
 
 /// A key and its raw value, as read from a tree.
@@ -210,6 +223,16 @@ pub(crate) fn decode_key<T>(
     })
 }
 
+/// A key and its JSON record, decoded as a scan of tree `id` decodes them.
+pub(crate) fn decode_entry<K, T: DeserializeOwned>(
+    id: TreeId,
+    key: &[u8],
+    value: &[u8],
+    decode_k: impl FnOnce(&[u8]) -> Result<K, DecodeError>,
+) -> Result<(K, T), StoreError> {
+    Ok((decode_key(id, key, decode_k)?, decode(id, key, value)?))
+}
+
 fn pick(view: &Views, id: TreeId) -> &TransactionalTree {
     match id {
         TreeId::Meta => &view.0,
@@ -236,13 +259,15 @@ fn collect(
 }
 
 impl Trees {
-    /// Opens (or creates) every tree of the schema in `db`.
-    pub(crate) fn open(db: sled::Db) -> Result<Trees, StoreError> {
+    /// Opens (or creates) every tree of the schema in `db`, the store at `dir`, and
+    /// checks the database against its seal ([`crate::seal`]): refuses one that lost
+    /// acknowledged changes.
+    pub(crate) fn open(db: sled::Db, dir: &Path) -> Result<Trees, StoreError> {
         let t = |id: TreeId| {
             db.open_tree(id.name())
                 .map_err(|e| StoreError::engine("opening a tree", e))
         };
-        Ok(Trees {
+        Trees {
             meta: t(TreeId::Meta)?,
             nets: t(TreeId::Nets)?,
             peers: t(TreeId::Peers)?,
@@ -253,7 +278,36 @@ impl Trees {
             tokens: t(TreeId::Tokens)?,
             events: t(TreeId::Events)?,
             db,
-        })
+            dir: dir.to_owned(),
+            generation: Mutex::new(Generation {
+                in_db: 0,
+                sealed: 0,
+            }),
+        }
+        .check_seal()
+    }
+
+    /// Reads the generation and the seal, refuses a database behind its seal, and seals
+    /// an unsealed or lagging one (a failure to do so here is left to the next commit,
+    /// which seals before it writes).
+    fn check_seal(self) -> Result<Trees, StoreError> {
+        let in_db = match self.get_raw(TreeId::Meta, seal::GENERATION_KEY)? {
+            None => 0,
+            Some(raw) => {
+                decode_value_with(TreeId::Meta, seal::GENERATION_KEY, &raw, keys::decode_u64)?
+            }
+        };
+        let sealed = seal::read(&self.dir)?;
+        seal::check(&self.dir, in_db, sealed)?;
+        let mut sealed = sealed.unwrap_or(u64::MAX);
+        if sealed != in_db && seal::write(&self.dir, in_db).is_ok() {
+            sealed = in_db;
+        }
+        *self
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Generation { in_db, sealed };
+        Ok(self)
     }
 
     /// The tree `id`.
@@ -305,6 +359,18 @@ impl Trees {
         collect(self.tree(id).range(start.to_vec()..).take(limit))
     }
 
+    /// Keys and raw values of a tree below `end`, the last `limit` of them, in key order.
+    pub(crate) fn scan_before(
+        &self,
+        id: TreeId,
+        end: &[u8],
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        let mut entries = collect(self.tree(id).range(..end.to_vec()).rev().take(limit))?;
+        entries.reverse();
+        Ok(entries)
+    }
+
     /// Every key and raw value of a tree whose key starts with `prefix`.
     pub(crate) fn scan_prefix(&self, id: TreeId, prefix: &[u8]) -> Result<Vec<Entry>, StoreError> {
         collect(self.tree(id).scan_prefix(prefix))
@@ -318,17 +384,36 @@ impl Trees {
     ) -> Result<Vec<(K, T)>, StoreError> {
         self.scan_raw(id)?
             .into_iter()
-            .map(|(k, v)| Ok((decode_key(id, &k, &key)?, decode(id, &k, &v)?)))
+            .map(|(k, v)| decode_entry(id, &k, &v, &key))
             .collect()
     }
 
     /// Applies every write of `set` in one transaction over all trees, then flushes: when
     /// this returns `Ok`, all of the writes are durable; after a crash at any point, either
     /// all of them or none are found.
-    pub(crate) fn commit(&self, set: WriteSet) -> Result<(), StoreError> {
+    ///
+    /// The commit also bumps the generation and, once flushed, writes it to the seal; an
+    /// `Ok` means both are durable. A commit after one whose flush or seal failed first
+    /// flushes and seals what the database holds, and writes nothing if that fails.
+    pub(crate) fn commit(&self, mut set: WriteSet) -> Result<(), StoreError> {
         if set.is_empty() {
             return Ok(());
         }
+        let mut generation = self
+            .generation
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if generation.sealed != generation.in_db {
+            self.flush()?;
+            seal::write(&self.dir, generation.in_db)?;
+            generation.sealed = generation.in_db;
+        }
+        let next = generation.in_db.saturating_add(1);
+        set.put_raw(
+            TreeId::Meta,
+            seal::GENERATION_KEY,
+            keys::u64_key(next).to_vec(),
+        );
         let trees = (
             &self.meta,
             &self.nets,
@@ -363,7 +448,11 @@ impl Trees {
             }
             Err(TransactionError::Abort(never)) => match never {},
         }
-        self.flush()
+        generation.in_db = next;
+        self.flush()?;
+        seal::write(&self.dir, next)?;
+        generation.sealed = next;
+        Ok(())
     }
 
     /// Makes everything written so far durable.

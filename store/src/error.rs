@@ -218,6 +218,25 @@ pub enum StoreError {
     /// A fault rule the LNet layer would refuse.
     #[error("invalid fault rule")]
     FaultRule(#[source] lnet::fault::FaultRuleError),
+    /// The store's files lost changes it had acknowledged (truncated or damaged), or its
+    /// seal is not its own: refused rather than served as an older state.
+    #[error("{} is damaged: {reason}", path.display())]
+    Damaged {
+        /// The store's directory.
+        path: PathBuf,
+        /// What was found.
+        reason: String,
+    },
+    /// The seal file could not be read or written (a full disk, say): the change, if one
+    /// was being made, is not acknowledged.
+    #[error("the store's seal {} could not be read or written: {source}", path.display())]
+    SealIo {
+        /// The seal file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A fault rule that names no local NI: the store keeps rules by NI.
     #[error("a stored fault rule names its local NI")]
     FaultRuleWithoutNi,

@@ -11,14 +11,14 @@ use lnet::{Net, Nid};
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::engine::{decode, decode_key, TreeId, WriteSet};
+use crate::engine::{decode, decode_key, Entry, TreeId, WriteSet};
 use crate::error::StoreError;
 use crate::keys;
 use crate::schema::read_counter;
 use crate::Store;
 
 /// The `meta` key of the next event id.
-const NEXT_EVENT_ID_KEY: &[u8] = b"next_event_id";
+pub(crate) const NEXT_EVENT_ID_KEY: &[u8] = b"next_event_id";
 
 /// The recovery queue an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,6 +214,9 @@ pub struct EventRecord {
     pub id: u64,
     /// When it happened, milliseconds on the node's clock.
     pub at_ms: u64,
+    /// When it happened on the wall clock (milliseconds since the Unix epoch), when the
+    /// writer gave it: the node's clock starts again at each start, the wall clock does not.
+    pub wall_ms: Option<u64>,
     /// What happened.
     pub event: Event,
 }
@@ -223,7 +226,21 @@ pub struct EventRecord {
 #[serde(deny_unknown_fields)]
 struct EventValue {
     at_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wall_ms: Option<u64>,
     event: Event,
+}
+
+/// A key and value of the event log, decoded as a read decodes them.
+pub(crate) fn decode_event_entry(k: &[u8], v: &[u8]) -> Result<EventRecord, StoreError> {
+    let id = decode_key(TreeId::Events, k, keys::decode_u64)?;
+    let value: EventValue = decode(TreeId::Events, k, v)?;
+    Ok(EventRecord {
+        id,
+        at_ms: value.at_ms,
+        wall_ms: value.wall_ms,
+        event: value.event,
+    })
 }
 
 impl Store {
@@ -255,6 +272,7 @@ impl Store {
                 &keys::u64_key(id),
                 &EventValue {
                     at_ms: *at_ms,
+                    wall_ms: None,
                     event: event.clone(),
                 },
             )?;
@@ -272,6 +290,53 @@ impl Store {
         Ok(ids)
     }
 
+    /// Appends one event under the id `id` its writer gave it, which must be above every id
+    /// used before (ids skipped stay unused). Keeps the writer's ids and the log's the same
+    /// even when the writer could not record some of its events. Drops the events that
+    /// fall out of the log's capacity.
+    pub fn append_event_with_id(
+        &self,
+        id: u64,
+        at_ms: u64,
+        wall_ms: Option<u64>,
+        event: &Event,
+    ) -> Result<(), StoreError> {
+        let _guard = self.lock();
+        let next = self.next_event_id()?;
+        if id < next {
+            return Err(StoreError::InvalidArgument {
+                what: "event",
+                reason: format!("id {id} is not above the last one used ({})", next - 1),
+            });
+        }
+        let after = id.checked_add(1).ok_or(StoreError::InvalidArgument {
+            what: "event",
+            reason: "every event id has been used".to_owned(),
+        })?;
+        let mut set = WriteSet::new();
+        set.put(
+            TreeId::Events,
+            &keys::u64_key(id),
+            &EventValue {
+                at_ms,
+                wall_ms,
+                event: event.clone(),
+            },
+        )?;
+        // The log holds ids from `next - capacity` on; after this one, from
+        // `after - capacity` on.
+        let keep_from = after.saturating_sub(self.event_capacity);
+        for old in next.saturating_sub(self.event_capacity)..keep_from.min(next) {
+            set.remove(TreeId::Events, &keys::u64_key(old));
+        }
+        set.put_raw(
+            TreeId::Meta,
+            NEXT_EVENT_ID_KEY,
+            after.to_be_bytes().to_vec(),
+        );
+        self.trees.commit(set)
+    }
+
     /// Up to `limit` events with ids above `after`, oldest first. Start with 0; pass the
     /// last id returned to get the next page.
     pub fn events_after(&self, after: u64, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
@@ -279,19 +344,25 @@ impl Store {
             return Ok(Vec::new());
         };
         let _guard = self.lock();
-        self.trees
-            .scan_from(TreeId::Events, &keys::u64_key(start), limit)?
-            .into_iter()
-            .map(|(k, v)| {
-                let id = decode_key(TreeId::Events, &k, keys::decode_u64)?;
-                let value: EventValue = decode(TreeId::Events, &k, &v)?;
-                Ok(EventRecord {
-                    id,
-                    at_ms: value.at_ms,
-                    event: value.event,
-                })
-            })
-            .collect()
+        records(
+            self.trees
+                .scan_from(TreeId::Events, &keys::u64_key(start), limit)?,
+        )
+    }
+
+    /// The `limit` newest events with ids below `before`, oldest first. Start above the
+    /// last id (`u64::MAX`); pass the first id returned to get the page before.
+    pub fn events_before(&self, before: u64, limit: usize) -> Result<Vec<EventRecord>, StoreError> {
+        let _guard = self.lock();
+        records(
+            self.trees
+                .scan_before(TreeId::Events, &keys::u64_key(before), limit)?,
+        )
+    }
+
+    /// The id of the oldest event the log holds, `None` when it is empty.
+    pub fn first_event_id(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self.events_after(0, 1)?.first().map(|e| e.id))
     }
 
     /// The id of the newest event, `None` if none was ever appended.
@@ -317,4 +388,12 @@ impl Store {
         }
         self.trees.commit(set)
     }
+}
+
+/// Log entries as records.
+fn records(entries: Vec<Entry>) -> Result<Vec<EventRecord>, StoreError> {
+    entries
+        .into_iter()
+        .map(|(k, v)| decode_event_entry(&k, &v))
+        .collect()
 }

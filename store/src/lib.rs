@@ -13,6 +13,10 @@
 //!   ([`schema`]).
 //! - Bad bytes on disk are reported as [`StoreError::CorruptKey`] or
 //!   [`StoreError::CorruptValue`], naming the tree and the key; nothing panics.
+//! - Lost changes: a database file truncated or damaged so that it lost changes the
+//!   store acknowledged is refused at open ([`StoreError::Damaged`], see `seal`).
+//! - A full disk: a change that cannot be made durable fails with the engine's or the
+//!   seal's I/O error and is not acknowledged.
 //!
 //! ```no_run
 //! # fn main() -> Result<(), store::StoreError> {
@@ -25,6 +29,7 @@
 //! ```
 
 mod config;
+mod decode;
 mod engine;
 mod error;
 mod events;
@@ -32,16 +37,21 @@ mod fault;
 mod keys;
 mod records;
 pub mod schema;
+mod seal;
 mod store;
 mod token;
+mod tokens_file;
 
 #[cfg(test)]
 mod tests;
 
 pub use config::LocalNiId;
+pub use decode::{decode_record, RecordKind};
 pub use error::{DecodeError, EngineError, JsonError, StoreError};
 pub use events::{Event, EventRecord, RecoveryQueue};
 pub use fault::StoredFaultRule;
 pub use keys::MAX_TOKEN_NAME;
+pub use seal::SEAL_FILE;
 pub use store::{Store, StoreOptions, DEFAULT_EVENT_CAPACITY};
 pub use token::{Role, TokenInfo, MIN_SECRET_BYTES};
+pub use tokens_file::{parse_tokens_file, TokenLine, TokensFileError};

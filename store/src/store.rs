@@ -69,7 +69,7 @@ impl Store {
         check_path(&path)?;
         let db = open_engine(&path)?;
         let version = schema::read_version(&db, &path)?;
-        let trees = Trees::open(db)?;
+        let trees = Trees::open(db, &path)?;
         match version {
             None => trees.commit(schema::stamp(schema::SCHEMA_VERSION))?,
             Some(found) => {

@@ -1275,6 +1275,52 @@ fn event_ids_continue_after_a_restart_and_a_lower_capacity_trims_on_open() {
 }
 
 #[test]
+fn events_before_pages_back_from_the_newest() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_with(dir.path(), StoreOptions { event_capacity: 10 }).unwrap();
+    assert!(store.events_before(u64::MAX, 5).unwrap().is_empty());
+    assert_eq!(store.first_event_id().unwrap(), None);
+    for i in 0..12 {
+        store.append_event(u64::from(i), &health(i)).unwrap();
+    }
+    let ids = |page: Vec<EventRecord>| page.iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.events_before(u64::MAX, 4).unwrap()),
+        [9, 10, 11, 12]
+    );
+    assert_eq!(ids(store.events_before(9, 4).unwrap()), [5, 6, 7, 8]);
+    // The log keeps ids 3..=12: the last page back is short, then empty.
+    assert_eq!(ids(store.events_before(5, 4).unwrap()), [3, 4]);
+    assert!(store.events_before(3, 4).unwrap().is_empty());
+    assert_eq!(store.first_event_id().unwrap(), Some(3));
+}
+
+#[test]
+fn events_appended_with_their_writers_ids_keep_them_and_the_capacity() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_with(dir.path(), StoreOptions { event_capacity: 3 }).unwrap();
+    store
+        .append_event_with_id(1, 10, Some(1_700_000_000_000), &health(1))
+        .unwrap();
+    // Id 2 was never recorded by its writer: the log skips it.
+    store.append_event_with_id(3, 30, None, &health(3)).unwrap();
+    let got = store.events_after(0, 10).unwrap();
+    assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(got[0].wall_ms, Some(1_700_000_000_000));
+    assert_eq!(got[1].wall_ms, None);
+    assert!(matches!(
+        store.append_event_with_id(3, 0, None, &health(0)),
+        Err(StoreError::InvalidArgument { what: "event", .. })
+    ));
+    assert_eq!(store.last_event_id().unwrap(), Some(3));
+    // A jump past the capacity leaves only what the capacity keeps.
+    store.append_event_with_id(9, 90, None, &health(9)).unwrap();
+    let got = store.events_after(0, 10).unwrap();
+    assert_eq!(got.iter().map(|e| e.id).collect::<Vec<_>>(), [9]);
+    assert_eq!(store.append_event(0, &health(0)).unwrap(), 10);
+}
+
+#[test]
 fn events_serialize_as_tagged_json_with_nids_as_text() {
     let e = Event::RouteState {
         net: net("o2ib1"),

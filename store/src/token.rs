@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::engine::{TreeId, WriteSet};
+use crate::engine::{decode_entry, TreeId, WriteSet};
 use crate::error::{DecodeError, StoreError};
 use crate::keys;
 use crate::Store;
@@ -66,19 +66,25 @@ fn unhex(text: &str) -> Result<[u8; 32], DecodeError> {
     Ok(out)
 }
 
+/// A key and value of the tokens tree, decoded as a read decodes them: the token and the
+/// SHA-256 of its secret.
+pub(crate) fn decode_token_entry(k: &[u8], v: &[u8]) -> Result<(TokenInfo, [u8; 32]), StoreError> {
+    let (name, r): (String, TokenRecord) =
+        decode_entry(TreeId::Tokens, k, v, keys::decode_token_name)?;
+    let hash = unhex(&r.sha256).map_err(|source| StoreError::CorruptValue {
+        tree: TreeId::Tokens.name(),
+        key: name.clone(),
+        source,
+    })?;
+    Ok((TokenInfo { name, role: r.role }, hash))
+}
+
 impl Store {
     fn read_tokens(&self) -> Result<Vec<(TokenInfo, [u8; 32])>, StoreError> {
         self.trees
-            .scan::<String, TokenRecord>(TreeId::Tokens, keys::decode_token_name)?
-            .into_iter()
-            .map(|(name, r)| {
-                let hash = unhex(&r.sha256).map_err(|source| StoreError::CorruptValue {
-                    tree: TreeId::Tokens.name(),
-                    key: name.clone(),
-                    source,
-                })?;
-                Ok((TokenInfo { name, role: r.role }, hash))
-            })
+            .scan_raw(TreeId::Tokens)?
+            .iter()
+            .map(|(k, v)| decode_token_entry(k, v))
             .collect()
     }
 

@@ -318,7 +318,12 @@ fn reads_back_contents(store: &Store, rules: &[FaultRule], config: &str) {
     let expected_events: Vec<EventRecord> = events()
         .into_iter()
         .zip(1..)
-        .map(|((at_ms, event), id)| EventRecord { id, at_ms, event })
+        .map(|((at_ms, event), id)| EventRecord {
+            id,
+            at_ms,
+            wall_ms: None,
+            event,
+        })
         .collect();
     assert_eq!(store.events_after(0, 100).unwrap(), expected_events);
     assert_eq!(store.last_event_id().unwrap(), Some(3));

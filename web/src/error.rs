@@ -45,6 +45,21 @@ pub enum ApiError {
         /// Why.
         message: String,
     },
+    /// 401: the source address presented too many unknown tokens and must wait before
+    /// presenting another (`Retry-After`).
+    #[error("{message}")]
+    Throttled {
+        /// Why.
+        message: String,
+        /// Seconds to wait.
+        retry_after_secs: u64,
+    },
+    /// 413: the body is larger than the server takes.
+    #[error("{message}")]
+    PayloadTooLarge {
+        /// Why.
+        message: String,
+    },
     /// 403: the token's role may not do this, or the server is read-only.
     #[error("{message}")]
     Forbidden {
@@ -133,7 +148,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::Unauthorized { .. } | ApiError::Throttled { .. } => StatusCode::UNAUTHORIZED,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
             ApiError::Conflict { .. } => StatusCode::CONFLICT,
@@ -152,6 +168,8 @@ impl ApiError {
             | ApiError::Conflict { field, message }
             | ApiError::Unprocessable { field, message } => (field.clone(), message.clone()),
             ApiError::Unauthorized { message }
+            | ApiError::Throttled { message, .. }
+            | ApiError::PayloadTooLarge { message }
             | ApiError::Forbidden { message }
             | ApiError::UnsupportedMediaType { message }
             | ApiError::Unavailable { message }
@@ -166,11 +184,22 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status(), axum::Json(self.body())).into_response();
-        if matches!(self, ApiError::Unauthorized { .. }) {
+        if matches!(
+            self,
+            ApiError::Unauthorized { .. } | ApiError::Throttled { .. }
+        ) {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer realm=\"lnet-router\""),
             );
+        }
+        if let ApiError::Throttled {
+            retry_after_secs, ..
+        } = self
+        {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
         }
         response
     }

@@ -20,9 +20,45 @@ use utoipa::ToSchema;
 
 /// Where the server sends every event it records (LNet events and admin events), in order:
 /// the daemon plugs in the store's event log.
+///
+/// A log that can be read back ([`EventSink::read`]) is what `GET /api/v1/events` serves,
+/// so that a reader sees the events of earlier runs too; the ring (and the event stream)
+/// continues the log's ids ([`EventSink::last_id`]), so an event has one id in both.
 pub trait EventSink: Send + Sync + 'static {
-    /// Records one event. An error is logged by the server; the event stays in the ring.
+    /// Records one event under its id. An error is logged by the server; the event stays
+    /// in the ring.
     fn record(&self, event: &ApiEvent) -> Result<(), SinkError>;
+
+    /// The newest id the log has used (0: none), read once when the server starts: the
+    /// server's ids continue after it. The default: a log that keeps no ids of its own.
+    fn last_id(&self) -> Result<u64, SinkError> {
+        Ok(0)
+    }
+
+    /// Reads up to `limit` events of the log from `from` on, oldest first; `None` when this
+    /// log cannot be read back (the default), and then the server's ring answers.
+    fn read(&self, from: LogCursor, limit: usize) -> Result<Option<LogPage>, SinkError> {
+        let _ = (from, limit);
+        Ok(None)
+    }
+}
+
+/// Where a page of an event log starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogCursor {
+    /// The oldest events with an id above this one.
+    After(u64),
+    /// The newest events with an id below this one.
+    Before(u64),
+}
+
+/// A page of an event log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogPage {
+    /// The events, oldest first.
+    pub events: Vec<ApiEvent>,
+    /// The oldest id the log still holds (the next id when it is empty).
+    pub first_id: u64,
 }
 
 /// Why an [`EventSink`] could not record an event, or a
@@ -55,8 +91,14 @@ pub enum SinkError {
 pub struct ApiEvent {
     /// Its id: 1 for the first event the server recorded, then one more for each.
     pub id: u64,
-    /// When, in milliseconds on the node's clock.
+    /// When, in milliseconds on the node's clock (which starts at 0 when the node starts).
     pub at_ms: u64,
+    /// When, in milliseconds since the Unix epoch, for an event read back from the event
+    /// log that kept its wall-clock time (an event of an earlier run has no other time a
+    /// browser can place); absent for an event of the ring or the stream, whose `at_ms`
+    /// is on the node's clock now running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
     /// What happened.
     pub event: EventBody,
 }
@@ -375,6 +417,8 @@ pub struct EventRing {
     inner: Mutex<RingInner>,
     capacity: usize,
     last_id: watch::Sender<u64>,
+    /// The id of the first event of this run.
+    run_first_id: u64,
     sink: Option<Arc<dyn EventSink>>,
 }
 
@@ -389,16 +433,25 @@ impl std::fmt::Debug for EventRing {
 
 impl EventRing {
     /// A ring keeping the last `capacity` events (at least 1); every event recorded also
-    /// goes to `sink`.
+    /// goes to `sink`, and the ids continue after the sink's last one.
     pub fn new(capacity: usize, sink: Option<Arc<dyn EventSink>>) -> EventRing {
-        let (last_id, _) = watch::channel(0);
+        let start = match sink.as_deref().map(EventSink::last_id) {
+            None => 0,
+            Some(Ok(id)) => id,
+            Some(Err(err)) => {
+                tracing::warn!(%err, "the event log's last id is unreadable: ids start at 1");
+                0
+            }
+        };
+        let (last_id, _) = watch::channel(start);
         EventRing {
             inner: Mutex::new(RingInner {
                 events: VecDeque::new(),
-                next_id: 1,
+                next_id: start.saturating_add(1),
             }),
             capacity: capacity.max(1),
             last_id,
+            run_first_id: start.saturating_add(1),
             sink,
         }
     }
@@ -410,6 +463,7 @@ impl EventRing {
             let e = ApiEvent {
                 id: inner.next_id,
                 at_ms,
+                wall_ms: None,
                 event,
             };
             inner.next_id = inner.next_id.saturating_add(1);
@@ -448,9 +502,35 @@ impl EventRing {
         }
     }
 
+    /// The `limit` newest events with an id below `before`, oldest first.
+    pub fn before(&self, before: u64, limit: usize) -> RingPage {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let first_id = inner.events.front().map_or(inner.next_id, |e| e.id);
+        let mut events: Vec<ApiEvent> = inner
+            .events
+            .iter()
+            .rev()
+            .filter(|e| e.id < before)
+            .take(limit)
+            .cloned()
+            .collect();
+        events.reverse();
+        RingPage {
+            events,
+            first_id,
+            missed: 0,
+        }
+    }
+
     /// The id of the newest event (0 before the first).
     pub fn last_id(&self) -> u64 {
         *self.last_id.borrow()
+    }
+
+    /// The id of the first event this ring recorded (or will record): events with lower
+    /// ids come from the sink's log of earlier runs.
+    pub fn run_first_id(&self) -> u64 {
+        self.run_first_id
     }
 
     /// A receiver that wakes when an event is recorded.
@@ -530,6 +610,28 @@ mod tests {
         assert_eq!(page.events.iter().map(|e| e.id).collect::<Vec<_>>(), [4]);
         assert_eq!(page.missed, 0);
         assert!(ring.after(5, 10).events.is_empty());
+        let ids = |p: RingPage| p.events.iter().map(|e| e.id).collect::<Vec<_>>();
+        assert_eq!(ids(ring.before(u64::MAX, 2)), [4, 5]);
+        assert_eq!(ids(ring.before(4, 2)), [3]);
+        assert!(ring.before(3, 2).events.is_empty());
+    }
+
+    #[test]
+    fn the_ring_continues_the_ids_of_its_sink() {
+        struct Kept;
+        impl EventSink for Kept {
+            fn record(&self, _: &ApiEvent) -> Result<(), SinkError> {
+                Ok(())
+            }
+            fn last_id(&self) -> Result<u64, SinkError> {
+                Ok(41)
+            }
+        }
+        let ring = EventRing::new(3, Some(Arc::new(Kept)));
+        assert_eq!(ring.last_id(), 41);
+        assert_eq!(ring.run_first_id(), 42);
+        assert_eq!(ring.push(0, admin(0)).id, 42);
+        assert_eq!(ring.after(0, 10).missed, 41);
     }
 
     #[test]
@@ -555,6 +657,7 @@ mod tests {
         let e = ApiEvent {
             id: 7,
             at_ms: 1500,
+            wall_ms: None,
             event: EventBody::RecoveryLeft {
                 queue: NiKindDoc::Peer,
                 nid: "10.0.0.1@tcp".into(),

@@ -2,7 +2,9 @@
 //! checks ([`Reader`], [`Admin`]).
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::http::HeaderMap;
@@ -10,6 +12,7 @@ use serde::de::DeserializeOwned;
 
 use crate::auth::TokenIdentity;
 use crate::error::ApiError;
+use crate::guard::Refusal;
 use crate::state::AppState;
 
 /// The token of a request that may read: any valid token.
@@ -21,8 +24,22 @@ pub(crate) struct Reader(#[allow(dead_code)] pub(crate) TokenIdentity);
 #[derive(Debug, Clone)]
 pub(crate) struct Admin(pub(crate) TokenIdentity);
 
-/// The identity behind the request's `Authorization: Bearer SECRET` header.
-pub(crate) fn identify(headers: &HeaderMap, state: &AppState) -> Result<TokenIdentity, ApiError> {
+/// The source address of a request, when the server recorded it.
+pub(crate) fn peer_ip(parts: &Parts) -> Option<IpAddr> {
+    parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// The identity behind the request's `Authorization: Bearer SECRET` header. A secret no
+/// token has is counted against the source address `peer`; an address in its back-off is
+/// refused without its secret being checked ([`crate::guard::throttle`]).
+pub(crate) fn identify(
+    headers: &HeaderMap,
+    peer: Option<IpAddr>,
+    state: &AppState,
+) -> Result<TokenIdentity, ApiError> {
     let Some(value) = headers.get(AUTHORIZATION) else {
         return Err(ApiError::Unauthorized {
             message: "a bearer token is needed (Authorization: Bearer TOKEN)".into(),
@@ -38,20 +55,55 @@ pub(crate) fn identify(headers: &HeaderMap, state: &AppState) -> Result<TokenIde
         .ok_or_else(|| ApiError::Unauthorized {
             message: "the Authorization header is not a bearer token".into(),
         })?;
-    state
-        .shared
-        .tokens
-        .verify(secret)
-        .ok_or_else(|| ApiError::Unauthorized {
-            message: "unknown or revoked token".into(),
-        })
+    let shared = &state.shared;
+    let now = shared.node.clock().now();
+    if let Some(ip) = peer {
+        if let Err(wait_ms) = shared.throttle.check(ip, now) {
+            shared.guard.count(Refusal::AuthThrottled);
+            tracing::debug!(%ip, wait_ms, "API: token refused unchecked: the address is in its back-off");
+            return Err(ApiError::Throttled {
+                message: format!(
+                    "too many unknown tokens from this address: retry in {wait_ms} ms"
+                ),
+                retry_after_secs: wait_ms.div_ceil(1000),
+            });
+        }
+    }
+    match shared.tokens.verify(secret) {
+        Some(id) => {
+            if let Some(ip) = peer {
+                shared.throttle.succeeded(ip);
+            }
+            Ok(id)
+        }
+        None => {
+            shared.guard.count(Refusal::AuthFailed);
+            let failures = peer.map(|ip| shared.throttle.failed(ip, now));
+            tracing::warn!(?peer, ?failures, "API: unknown or revoked token");
+            Err(ApiError::Unauthorized {
+                message: "unknown or revoked token".into(),
+            })
+        }
+    }
+}
+
+/// The request's source address, when the server recorded it (never refuses).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PeerAddr(pub(crate) Option<IpAddr>);
+
+impl<S: Send + Sync> FromRequestParts<S> for PeerAddr {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<PeerAddr, Self::Rejection> {
+        Ok(PeerAddr(peer_ip(parts)))
+    }
 }
 
 impl FromRequestParts<AppState> for Reader {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Reader, ApiError> {
-        identify(&parts.headers, state).map(Reader)
+        identify(&parts.headers, peer_ip(parts), state).map(Reader)
     }
 }
 
@@ -64,7 +116,7 @@ impl FromRequestParts<AppState> for Admin {
                 message: "this server is read-only (plain HTTP without mutations allowed)".into(),
             });
         }
-        let id = identify(&parts.headers, state)?;
+        let id = identify(&parts.headers, peer_ip(parts), state)?;
         if !id.role.may_mutate() {
             return Err(ApiError::Forbidden {
                 message: format!(
@@ -122,6 +174,11 @@ fn json_rejection(rej: &JsonRejection) -> ApiError {
     let detail = text
         .split_once("target type: ")
         .map_or(text.as_str(), |(_, d)| d);
+    if rej.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        return ApiError::PayloadTooLarge {
+            message: format!("the body is too large: {detail}"),
+        };
+    }
     match rej {
         JsonRejection::JsonDataError(_) => {
             let (field, message) = split_field(detail);

@@ -18,7 +18,8 @@
 //! * reads (any token): `GET nets` (`lnetctl net show -v 4`), `peers` (`peer show -v 4`),
 //!   `stats`, `global`, `recovery/local`, `recovery/peer`, `counters`,
 //!   `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
-//!   `events?after=ID&limit=N`, and `events/stream` (server-sent events, resumable with
+//!   `events?after=ID&limit=N` or `events?before=ID&limit=N` (the event log, paged
+//!   forward or back), and `events/stream` (server-sent events, resumable with
 //!   `Last-Event-ID`);
 //! * changes (admin token, recorded as admin events with the token's name):
 //!   `POST nis/{nid}/health` and `peer-nis/{nid}/health` (health reset), `PUT global`
@@ -29,7 +30,9 @@
 //!   `/livez`, `/readyz`.
 //!
 //! Errors are `{"error": {"field": ..., "message": ...}}` with 400, 401, 403, 404, 409,
-//! 415 or 422 ([`ApiError`]); bad input never gets a 5xx.
+//! 413, 415 or 422 ([`ApiError`]); bad input never gets a 5xx. Hostile clients (slow
+//! heads, large bodies, many event streams, token guessing, old TLS) are cut off and
+//! counted ([`guard`]).
 
 mod api;
 pub mod auth;
@@ -37,6 +40,8 @@ pub mod dashboard;
 pub mod error;
 pub mod events;
 mod extract;
+mod forward_drops;
+pub mod guard;
 pub mod metrics;
 pub mod persist;
 mod routes;
@@ -58,9 +63,12 @@ pub use api::routing::{
 pub use api::stats::Counters;
 pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
-pub use events::{ApiEvent, EventBody, EventRing, EventSink, NiKindDoc, SinkError};
+pub use events::{
+    ApiEvent, EventBody, EventRing, EventSink, LogCursor, LogPage, NiKindDoc, SinkError,
+};
+pub use guard::{GuardStats, Refusal};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
-pub use server::{start, Transport, WebConfig, WebContext, WebServer};
+pub use server::{start, start_metrics, Transport, WebConfig, WebContext, WebServer};
 pub use stream::StreamQuery;
 pub use tls::SelfSigned;

@@ -17,10 +17,16 @@ pub(crate) struct Shared {
     pub(crate) node: Node,
     pub(crate) tokens: Arc<dyn TokenVerifier>,
     pub(crate) ring: Arc<EventRing>,
+    /// The event log the ring records into, which `GET events` reads when it can.
+    pub(crate) sink: Option<Arc<dyn crate::events::EventSink>>,
     /// The tunables in force: the node takes them whole, so the API keeps the current set.
     pub(crate) tunables: tokio::sync::Mutex<Tunables>,
     pub(crate) mutations_allowed: bool,
     pub(crate) public_metrics: bool,
+    /// Whether the `lustre_*` series carry the HPE/GSI exporters' `component` and `target`.
+    pub(crate) metrics_exporter_labels: bool,
+    /// Forward drops by reason, counted from the node's events.
+    pub(crate) drops: Arc<crate::forward_drops::ForwardDrops>,
     pub(crate) max_timeout: Duration,
     /// Fires when the server stops: event streams end.
     pub(crate) stop: watch::Receiver<bool>,
@@ -30,6 +36,14 @@ pub(crate) struct Shared {
     pub(crate) openapi: String,
     /// Where configuration changes are kept, if anywhere.
     pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
+    /// The refusal counters.
+    pub(crate) guard: Arc<crate::guard::GuardStats>,
+    /// Failed tokens per source address.
+    pub(crate) throttle: crate::guard::throttle::AuthThrottle,
+    /// One permit per event stream that may be open.
+    pub(crate) streams: Arc<tokio::sync::Semaphore>,
+    /// How many event streams may be open.
+    pub(crate) max_streams: usize,
     /// The counters at the last `stats reset`, which `stats show` counts from.
     pub(crate) stats_base: std::sync::Mutex<Option<lnet::show::StatsShow>>,
 }
@@ -38,6 +52,14 @@ pub(crate) struct Shared {
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("node", &self.shared.node)
+            .finish_non_exhaustive()
+    }
 }
 
 impl AppState {

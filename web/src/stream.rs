@@ -16,12 +16,13 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::stream::{self, Stream};
 use serde::Deserialize;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorBody};
 use crate::events::{ApiEvent, EventRing};
 use crate::extract::{QueryParams, Reader};
+use crate::guard::Refusal;
 use crate::state::AppState;
 
 /// Events read from the ring per wake-up.
@@ -44,6 +45,8 @@ struct Cursor {
     wake: watch::Receiver<u64>,
     stop: watch::Receiver<bool>,
     buf: VecDeque<SseEvent>,
+    /// This stream's place among the streams the server allows; freed with it.
+    _permit: OwnedSemaphorePermit,
 }
 
 fn sse_event(e: &ApiEvent) -> SseEvent {
@@ -112,6 +115,7 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
             body = ApiEvent, content_type = "text/event-stream"),
         (status = 400, description = "A bad Last-Event-ID or query parameter", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 503, description = "As many event streams are open as the server allows", body = ErrorBody),
     ))]
 pub(crate) async fn event_stream(
     State(s): State<AppState>,
@@ -130,7 +134,21 @@ pub(crate) async fn event_stream(
         None => None,
     };
     let after = last.or(q.after).unwrap_or_else(|| ring.last_id());
+    let permit = Arc::clone(&s.shared.streams)
+        .try_acquire_owned()
+        .map_err(|_| {
+            s.shared.guard.count(Refusal::EventStreamsFull);
+            let max = s.shared.max_streams;
+            tracing::warn!(
+                max,
+                "API: event stream refused: as many are open as allowed"
+            );
+            ApiError::Unavailable {
+                message: format!("{max} event streams are open, as many as the server allows"),
+            }
+        })?;
     let cursor = Cursor {
+        _permit: permit,
         wake: ring.watch(),
         stop: s.shared.stop.clone(),
         ring,

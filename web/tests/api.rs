@@ -845,6 +845,47 @@ async fn events_page_by_id_and_the_stream_resumes_from_last_event_id() {
     assert_eq!(page["next_after"], 4);
     assert_eq!(page["last_id"].as_u64().unwrap(), *ids.last().unwrap());
 
+    // Paging back: the newest page first, then each page's `next_before`.
+    let last = *ids.last().unwrap();
+    let newest = api
+        .read("/api/v1/events?before=9007199254740991&limit=2")
+        .await;
+    let got: Vec<u64> = newest["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [last - 1, last]);
+    assert_eq!(newest["next_before"], last - 1);
+    assert_eq!(newest["missed"], 0);
+    assert_eq!(newest["run_first_id"], 1);
+    assert!(newest["now_ms"].is_u64());
+    let older = api
+        .read(&format!("/api/v1/events?before={}&limit=2", last - 1))
+        .await;
+    let got: Vec<u64> = older["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [last - 3, last - 2]);
+    let oldest = api.read("/api/v1/events?before=2&limit=10").await;
+    assert_eq!(oldest["events"].as_array().unwrap().len(), 1);
+    assert_eq!(oldest["next_before"], 1);
+    assert_eq!(oldest["first_available_id"], 1);
+    let both = api
+        .call(
+            Method::GET,
+            "/api/v1/events?after=1&before=3",
+            Some(ADMIN),
+            None,
+        )
+        .await;
+    assert_eq!(both.status, StatusCode::BAD_REQUEST);
+    assert_eq!(both.json()["error"]["field"], "before");
+
     // Resuming: Last-Event-ID, then ?after=, start right after the id given.
     let mut resumed = api.stream(Some(2), "").await;
     assert_eq!(resumed.next().await.unwrap().id, Some(3));

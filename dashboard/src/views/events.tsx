@@ -1,11 +1,13 @@
-// Events: the node's events, newest first, filtered by type and text, live.
+// Events: the node's events, newest first, filtered by type and text: the newest page of the
+// server's event log on opening, older pages on demand, then live.
 
 import { useState } from "preact/hooks";
 import { When } from "../components";
 import { EVENT_TYPES, describe } from "../model";
 import type { State } from "../store";
+import { loadOlder } from "../store";
 
-const SHOWN = 500;
+const SHOWN = 1000;
 
 export function Events({ s }: { s: State }) {
   const [off, setOff] = useState<Set<string>>(new Set(["recovery_ping"]));
@@ -59,7 +61,7 @@ export function Events({ s }: { s: State }) {
             <tr key={e.id} data-event={e.event.type} class={`ev-${e.event.type}`}>
               <td>{e.id}</td>
               <td>
-                <When at={e.at_ms} />
+                <When at={e.t} />
               </td>
               <td>
                 <span class={`etype et-${e.event.type}`}>{e.event.type}</span>
@@ -70,9 +72,21 @@ export function Events({ s }: { s: State }) {
         </tbody>
       </table>
       {rows.length === 0 && <p class="muted">No events match.</p>}
-      <p class="muted">
-        {s.events.length} events kept in this page (the server keeps its own ring); showing up to {SHOWN}.
-      </p>
+      <div class="toolbar" data-events-paging>
+        <button
+          type="button"
+          data-action="load-older"
+          disabled={!s.olderLeft || s.loadingOlder}
+          onClick={() => void loadOlder().catch(() => undefined)}
+        >
+          {s.loadingOlder ? "Loading…" : "Load older events"}
+        </button>
+        <span class="muted" data-events-loaded={s.events.length} data-oldest-id={s.oldestId ?? ""}>
+          {s.events.length} events loaded from the server's event log and stream
+          {s.events.length > 0 && ` (ids ${s.events[0].id}–${s.lastEventId})`}
+          {s.olderLeft ? "; the server keeps older ones" : "; nothing older on the server"}; showing up to {SHOWN}.
+        </span>
+      </div>
     </div>
   );
 }

@@ -10,6 +10,14 @@ use super::wire::ProtoVersion;
 
 /// `sock_timeout` default of 2.17 and later (seconds): the socklnd timeout T.
 pub const DEFAULT_SOCK_TIMEOUT: Duration = Duration::from_secs(50);
+/// The whole passive handshake (acceptor request, HELLO and its reply): the kernel bounds
+/// a passive HELLO's reads by `sock_timeout`, so its default is [`DEFAULT_SOCK_TIMEOUT`];
+/// a peer that drips bytes slower than that is cut off however often it sends one.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = DEFAULT_SOCK_TIMEOUT;
+/// Most incoming handshakes in progress from one IP address; the kernel has no such limit.
+/// A node opens at most `conns_per_peer` x 3 connections to a peer NI at once (bulk in,
+/// bulk out, control), far below it; a connection over it is closed at once.
+pub const DEFAULT_MAX_HANDSHAKES_PER_ADDR: usize = 32;
 /// `accept_timeout`: every read of the acceptor request and of a passive HELLO.
 pub const DEFAULT_ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `credits`: NI tx credits.
@@ -94,6 +102,11 @@ pub struct SockLndConfig {
     pub timeout: Duration,
     /// Timeout of each read of the acceptor request and of a passive HELLO.
     pub accept_timeout: Duration,
+    /// Timeout of a whole passive handshake ([`DEFAULT_HANDSHAKE_TIMEOUT`]).
+    pub handshake_timeout: Duration,
+    /// Most passive handshakes in progress from one IP address
+    /// ([`DEFAULT_MAX_HANDSHAKES_PER_ADDR`]).
+    pub max_handshakes_per_addr: usize,
     /// NI tx credits (`credits`).
     pub credits: u32,
     /// Per-peer tx credits (`peer_credits`, capped at `credits`).
@@ -136,6 +149,8 @@ impl SockLndConfig {
             version: ProtoVersion::V3,
             timeout: DEFAULT_SOCK_TIMEOUT,
             accept_timeout: DEFAULT_ACCEPT_TIMEOUT,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            max_handshakes_per_addr: DEFAULT_MAX_HANDSHAKES_PER_ADDR,
             credits: DEFAULT_CREDITS,
             peer_credits: DEFAULT_PEER_CREDITS,
             peer_queue: DEFAULT_PEER_QUEUE,
@@ -193,6 +208,16 @@ impl SockLndConfig {
         }
         if self.timeout.is_zero() {
             return Err(ConfigError::Zero { field: "timeout" });
+        }
+        if self.handshake_timeout.is_zero() {
+            return Err(ConfigError::Zero {
+                field: "handshake_timeout",
+            });
+        }
+        if self.max_handshakes_per_addr == 0 {
+            return Err(ConfigError::Zero {
+                field: "max_handshakes_per_addr",
+            });
         }
         Ok(())
     }

@@ -29,8 +29,15 @@ use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
 
 /// Frames up to this size are written with one write call (header and payload copied
-/// together); larger payloads are written from their own buffer.
+/// together, with the other small frames queued at the same time); larger payloads are
+/// written from their own buffer.
 const COALESCE_BYTES: usize = 4096;
+/// Most frames a writer takes from its queue for one round of writes.
+const WRITE_BATCH: usize = 64;
+/// Bytes a reader asks the socket for while it is between payloads: the next headers, and
+/// the frames after them, come in one read (a payload's first bytes read this way are
+/// copied into its buffer; the rest is read straight into it).
+const HEADER_READ: usize = 16 * 1024;
 /// Most bytes read at once outside a payload read into the caller's buffer (a discarded
 /// payload is read in chunks of this size).
 const READ_CHUNK: usize = 64 * 1024;
@@ -81,63 +88,123 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// Writes what comes in until the peer task drops the queue or a write fails.
+    /// Writes what comes in until the peer task drops the queue or a write fails. What
+    /// is queued together is written together: small frames are coalesced into one write.
     pub(crate) async fn run(self, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<WriteItem>) {
-        while let Some(item) = rx.recv().await {
-            let (seq, result) = match item {
-                WriteItem::Noop(k) => (None, self.write(&mut w, &k.encode(), None).await),
-                WriteItem::Lnet {
-                    seq,
-                    header,
-                    payload,
-                } => {
-                    self.progress.current.store(seq, Ordering::Release);
-                    let mut head = KsockHeader::lnet().encode().to_vec();
-                    let result = match header.encode_into(self.form, &mut head) {
-                        Err(e) => {
+        let mut batch: Vec<WriteItem> = Vec::with_capacity(WRITE_BATCH);
+        let mut out = Coalesced::default();
+        let mut sent: Vec<u64> = Vec::with_capacity(WRITE_BATCH);
+        while let Some(first) = rx.recv().await {
+            batch.push(first);
+            while batch.len() < WRITE_BATCH {
+                match rx.try_recv() {
+                    Ok(item) => batch.push(item),
+                    Err(_) => break,
+                }
+            }
+            sent.clear();
+            let mut result = Ok(());
+            for item in batch.drain(..) {
+                if result.is_err() {
+                    break;
+                }
+                match item {
+                    WriteItem::Noop(k) => out.bytes.extend_from_slice(&k.encode()),
+                    WriteItem::Lnet {
+                        seq,
+                        header,
+                        payload,
+                    } => {
+                        let mut head = KsockHeader::lnet().encode().to_vec();
+                        if let Err(e) = header.encode_into(self.form, &mut head) {
                             // Checked when the send was accepted; cannot happen.
-                            Err(ConnEnd::Protocol(format!("cannot encode header: {e}")))
+                            result = Err(ConnEnd::Protocol(format!("cannot encode header: {e}")));
+                            break;
                         }
-                        Ok(()) if head.len() + payload.len() <= COALESCE_BYTES => {
-                            head.extend_from_slice(&payload);
-                            self.write(&mut w, &head, None).await
+                        sent.push(seq);
+                        if payload.len() <= COALESCE_BYTES {
+                            out.push(seq, &head, &payload);
+                            continue;
                         }
-                        Ok(()) => self.write(&mut w, &head, Some(&payload)).await,
-                    };
-                    (Some(seq), result)
-                }
-            };
-            match (seq, result) {
-                (Some(seq), Ok(())) => {
-                    self.progress.done_through.store(seq, Ordering::Release);
-                    if self
-                        .peer
-                        .send(PeerCmd::Sent {
-                            conn: self.conn,
-                            seq,
-                        })
-                        .await
-                        .is_err()
-                    {
-                        return;
+                        result = self.flush(&mut w, &mut out).await;
+                        if result.is_ok() {
+                            self.progress.current.store(seq, Ordering::Release);
+                            result = self.write(&mut w, &head, Some(&payload)).await;
+                            if result.is_ok() {
+                                self.progress.done_through.store(seq, Ordering::Release);
+                            }
+                        }
                     }
-                    self.progress.current.store(0, Ordering::Release);
                 }
-                (None, Ok(())) => {}
-                (_, Err(end)) => {
-                    let _ = self
-                        .peer
-                        .send(PeerCmd::Closed {
-                            conn: self.conn,
-                            end,
-                        })
-                        .await;
+            }
+            if result.is_ok() {
+                result = self.flush(&mut w, &mut out).await;
+            }
+            if let Err(end) = result {
+                let _ = self
+                    .peer
+                    .send(PeerCmd::Closed {
+                        conn: self.conn,
+                        end,
+                    })
+                    .await;
+                return;
+            }
+            self.progress.current.store(0, Ordering::Release);
+            for seq in sent.drain(..) {
+                let done = PeerCmd::Sent {
+                    conn: self.conn,
+                    seq,
+                };
+                if self.peer.send(done).await.is_err() {
                     return;
                 }
             }
         }
         // The peer task dropped the queue: close our direction.
         let _ = tokio::time::timeout(self.timeout, w.shutdown()).await;
+    }
+
+    /// Writes the coalesced frames, keeping the progress exact after every write (a
+    /// frame is done once its last byte is in, the one cut short is current), so that
+    /// whatever stops the writer, the peer task knows which frames went out whole.
+    async fn flush(&self, w: &mut OwnedWriteHalf, out: &mut Coalesced) -> Result<(), ConnEnd> {
+        if out.bytes.is_empty() {
+            return Ok(());
+        }
+        let progress = &self.progress;
+        let Coalesced { bytes, ends } = &*out;
+        let mut next = 0usize;
+        let mark = |next: usize| {
+            progress
+                .current
+                .store(ends.get(next).map_or(0, |e| e.0), Ordering::Release);
+        };
+        mark(next);
+        let io = async {
+            let mut off = 0usize;
+            while let Some(rest) = bytes.get(off..).filter(|r| !r.is_empty()) {
+                let n = w.write(rest).await?;
+                if n == 0 {
+                    return Err(io::Error::from(io::ErrorKind::WriteZero));
+                }
+                off += n;
+                while let Some((seq, _)) = ends.get(next).filter(|(_, end)| *end <= off) {
+                    progress.done_through.store(*seq, Ordering::Release);
+                    next += 1;
+                }
+                mark(next);
+            }
+            Ok(())
+        };
+        let result = match tokio::time::timeout(self.timeout, io).await {
+            Err(_) => Err(ConnEnd::WriteStalled),
+            Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
+            Ok(Ok(())) => Ok(()),
+        };
+        out.bytes.clear();
+        out.ends.clear();
+        result
     }
 
     async fn write(
@@ -158,6 +225,22 @@ impl Writer {
             Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
             Ok(Ok(())) => Ok(()),
         }
+    }
+}
+
+/// Small frames waiting to be written together, with where each LNET frame ends.
+#[derive(Debug, Default)]
+struct Coalesced {
+    bytes: Vec<u8>,
+    /// The send number of each LNET frame in `bytes` and the offset just past its end.
+    ends: Vec<(u64, usize)>,
+}
+
+impl Coalesced {
+    fn push(&mut self, seq: u64, head: &[u8], payload: &[u8]) {
+        self.bytes.extend_from_slice(head);
+        self.bytes.extend_from_slice(payload);
+        self.ends.push((seq, self.bytes.len()));
     }
 }
 
@@ -268,7 +351,11 @@ impl<H: LndHandler> Reader<H> {
                 let mut limited = (&mut *r).take(u64::try_from(left).unwrap_or(u64::MAX));
                 return limited.read_buf(sink).await;
             }
-            let want = d.wanted().clamp(1, READ_CHUNK);
+            let want = if d.stage() == Stage::Payload {
+                d.wanted().clamp(1, READ_CHUNK)
+            } else {
+                d.wanted().clamp(HEADER_READ, READ_CHUNK)
+            };
             let mut buf = BytesMut::with_capacity(want);
             let n = (&mut *r)
                 .take(u64::try_from(want).unwrap_or(u64::MAX))

@@ -1,7 +1,7 @@
 //! A socklnd NI: the acceptor and the peer tasks behind the [`Lnd`] trait.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,27 +206,91 @@ impl<H: LndHandler> Drop for SockLnd<H> {
     }
 }
 
+/// Incoming handshakes in progress, by source address, kept by the accept loop alone.
+#[derive(Debug, Default)]
+struct InFlight {
+    /// Handshakes in progress per address.
+    per_addr: HashMap<IpAddr, usize>,
+    /// The address of each handshake task.
+    tasks: HashMap<tokio::task::Id, IpAddr>,
+    /// Connections closed by the limit per address since its last log line.
+    refused: HashMap<IpAddr, u64>,
+}
+
+/// Connections refused by the per-address limit between two log lines for that address.
+const LIMIT_LOG_EVERY: u64 = 100;
+
+impl InFlight {
+    /// Whether one more handshake from `ip` is under `limit`.
+    fn admits(&self, ip: IpAddr, limit: usize) -> bool {
+        self.per_addr.get(&ip).copied().unwrap_or(0) < limit
+    }
+
+    fn started(&mut self, id: tokio::task::Id, ip: IpAddr) {
+        *self.per_addr.entry(ip).or_default() += 1;
+        self.tasks.insert(id, ip);
+    }
+
+    fn ended(&mut self, id: tokio::task::Id) {
+        let Some(ip) = self.tasks.remove(&id) else {
+            return;
+        };
+        if let Some(n) = self.per_addr.get_mut(&ip) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.per_addr.remove(&ip);
+                self.refused.remove(&ip);
+            }
+        }
+    }
+
+    /// Counts a refusal; whether it is the one to log (the first, then every
+    /// [`LIMIT_LOG_EVERY`]th, per address).
+    fn refused(&mut self, ip: IpAddr) -> Option<u64> {
+        let n = self.refused.entry(ip).or_default();
+        *n += 1;
+        (*n % LIMIT_LOG_EVERY == 1).then_some(*n)
+    }
+}
+
 async fn accept_loop<H: LndHandler>(shared: Arc<NiShared<H>>, listener: TcpListener) {
     let mut handshakes = JoinSet::new();
+    let mut in_flight = InFlight::default();
+    let limit = shared.cfg.max_handshakes_per_addr;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, from)) => {
+                    if !in_flight.admits(from.ip(), limit) {
+                        drop(stream);
+                        shared.closes.count(CloseReason::HandshakeLimit);
+                        if let Some(n) = in_flight.refused(from.ip()) {
+                            tracing::warn!(nid = %shared.me.nid, %from, limit, refused = n,
+                                "socklnd: incoming connection closed: too many handshakes in progress from its address");
+                        }
+                        continue;
+                    }
                     let shared = shared.clone();
-                    handshakes.spawn(async move {
+                    let task = handshakes.spawn(async move {
                         if let Err(e) = serve_passive(&shared, stream, from).await {
                             let reason = e.reason();
                             shared.closes.count(reason);
                             tracing::warn!(nid = %shared.me.nid, %from, ?reason, "socklnd: incoming connection refused: {e}");
                         }
                     });
+                    in_flight.started(task.id(), from.ip());
                 }
                 Err(e) => {
                     tracing::warn!(nid = %shared.me.nid, "socklnd: accept failed: {e}");
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                 }
             },
-            Some(_) = handshakes.join_next(), if !handshakes.is_empty() => {}
+            Some(done) = handshakes.join_next_with_id(), if !handshakes.is_empty() => {
+                match done {
+                    Ok((id, ())) => in_flight.ended(id),
+                    Err(e) => in_flight.ended(e.id()),
+                }
+            }
         }
     }
 }
@@ -243,6 +307,8 @@ enum PassiveError {
     },
     #[error("NI stopping")]
     Stopping,
+    #[error("the handshake did not finish within {after:?}")]
+    Deadline { after: Duration },
 }
 
 impl PassiveError {
@@ -251,6 +317,7 @@ impl PassiveError {
             PassiveError::Handshake(e) => CloseReason::of_handshake(e),
             PassiveError::Refused { .. } => CloseReason::HandshakeRefused,
             PassiveError::Stopping => CloseReason::Local,
+            PassiveError::Deadline { .. } => CloseReason::HandshakeTimeout,
         }
     }
 }
@@ -265,8 +332,16 @@ async fn serve_passive<H: LndHandler>(
     }
     let cfg = &shared.cfg;
     let limit = cfg.accept_timeout;
-    let (hello, order) =
-        handshake::read_request(&mut stream, shared.me, cfg.incarnation, limit).await?;
+    // Each read within `accept_timeout`, and all of them within `handshake_timeout`: a
+    // peer that drips a byte now and then is cut off too.
+    let (hello, order) = tokio::time::timeout(
+        cfg.handshake_timeout,
+        handshake::read_request(&mut stream, shared.me, cfg.incarnation, limit),
+    )
+    .await
+    .map_err(|_| PassiveError::Deadline {
+        after: cfg.handshake_timeout,
+    })??;
     let peer_id = hello.src();
     let peer = shared.peer(peer_id).ok_or(PassiveError::Stopping)?;
     let (reply_tx, reply_rx) = oneshot::channel();

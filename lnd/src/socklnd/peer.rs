@@ -42,6 +42,8 @@ const MAX_REFUSALS: u32 = 3;
 const MIN_KEEPALIVE_RETRY: Duration = Duration::from_millis(10);
 /// Commands a peer task can have waiting.
 const CMD_QUEUE: usize = 256;
+/// Sends handed to a peer task and not yet in its queue: senders wait beyond this.
+const DATA_QUEUE: usize = 16;
 /// Room on a writer queue beyond the peer credits, for NOOPs.
 const NOOP_SLACK: usize = 16;
 /// NOOPs (ZC-ACKs) waiting for room on a writer before the peer's connections are closed
@@ -98,7 +100,7 @@ impl<H: LndHandler> NiShared<H> {
             });
         }
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
-        let (data_tx, data_rx) = mpsc::channel(1);
+        let (data_tx, data_rx) = mpsc::channel(DATA_QUEUE);
         let task = PeerTask::new(self.clone(), id, cmd_tx.clone());
         let run = task.run(cmd_rx, data_rx, self.stop.clone());
         let join = match self.cfg.cpts.of(&id.nid) {
@@ -252,7 +254,18 @@ impl<H: LndHandler> PeerTask<H> {
                     self.spare_permit = permit.ok();
                 }
                 tx = data_rx.recv(), if room => match tx {
-                    Some(tx) => self.queue.push_back(Queued { tx, since: Instant::now() }),
+                    Some(tx) => {
+                        let since = Instant::now();
+                        self.queue.push_back(Queued { tx, since });
+                        // Take what else is waiting, while the queue has room: one wake-up
+                        // for a burst of sends.
+                        while self.queue.len() < self.ni.cfg.peer_queue {
+                            match data_rx.try_recv() {
+                                Ok(tx) => self.queue.push_back(Queued { tx, since }),
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     None => break,
                 },
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),

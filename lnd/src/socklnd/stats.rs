@@ -56,6 +56,12 @@ pub enum CloseReason {
     Truncated,
     /// A read or write made no progress for the socklnd (or accept) timeout.
     Timeout,
+    /// A passive handshake did not finish within `handshake_timeout` (a peer dripping
+    /// bytes, or holding a half-open handshake).
+    HandshakeTimeout,
+    /// An incoming connection over `max_handshakes_per_addr` handshakes in progress from
+    /// its address, closed at once.
+    HandshakeLimit,
     /// A read or write failed (connection reset, broken pipe).
     Reset,
     /// The peer closed the connection between frames.
@@ -71,7 +77,7 @@ pub enum CloseReason {
 
 impl CloseReason {
     /// Every reason, in order.
-    pub const ALL: [CloseReason; 15] = [
+    pub const ALL: [CloseReason; 17] = [
         CloseReason::UnreservedPort,
         CloseReason::BadAcceptorRequest,
         CloseReason::BadHello,
@@ -82,6 +88,8 @@ impl CloseReason {
         CloseReason::BadChecksum,
         CloseReason::Truncated,
         CloseReason::Timeout,
+        CloseReason::HandshakeTimeout,
+        CloseReason::HandshakeLimit,
         CloseReason::Reset,
         CloseReason::PeerClosed,
         CloseReason::UpperLayer,

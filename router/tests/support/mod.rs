@@ -42,6 +42,18 @@ impl Daemon {
         Daemon { child: Some(child) }
     }
 
+    /// Starts `command` (which runs `lnet-router` in the end).
+    pub fn start_command(mut command: Command) -> Daemon {
+        let child = command
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the command starts");
+        Daemon { child: Some(child) }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().unwrap().id()
     }

@@ -28,6 +28,7 @@ mod udsp;
 
 pub use net::LocalNiId;
 
+pub(crate) use tunable::decode_tunable_entry;
 use tunable::{document_tunables, global_field, tunable_key};
 
 use std::collections::HashSet;

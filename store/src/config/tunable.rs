@@ -16,6 +16,13 @@ fn decode_tunable_value(bytes: &[u8]) -> Result<u32, DecodeError> {
     keys::decode_u32(bytes)
 }
 
+/// A key and value of the tunables tree, decoded as a read decodes them.
+pub(crate) fn decode_tunable_entry(k: &[u8], v: &[u8]) -> Result<(TunableName, u32), StoreError> {
+    let name = decode_key(TreeId::Tunables, k, keys::decode_tunable)?;
+    let value = decode_value_with(TreeId::Tunables, k, v, decode_tunable_value)?;
+    Ok((name, value))
+}
+
 pub(super) fn global_field(g: &mut Global, name: TunableName) -> Option<&mut Option<u32>> {
     use TunableName as N;
     Some(match name {
@@ -67,11 +74,7 @@ impl Store {
         self.trees
             .scan_raw(TreeId::Tunables)?
             .into_iter()
-            .map(|(k, v)| {
-                let name = decode_key(TreeId::Tunables, &k, keys::decode_tunable)?;
-                let value = decode_value_with(TreeId::Tunables, &k, &v, decode_tunable_value)?;
-                Ok((name, value))
-            })
+            .map(|(k, v)| decode_tunable_entry(&k, &v))
             .collect()
     }
 

@@ -18,7 +18,7 @@ use crate::schema::read_counter;
 use crate::Store;
 
 /// The `meta` key of the next fault rule id.
-const NEXT_RULE_ID_KEY: &[u8] = b"next_fault_rule_id";
+pub(crate) const NEXT_RULE_ID_KEY: &[u8] = b"next_fault_rule_id";
 
 /// A stored fault rule and its id.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -34,25 +34,27 @@ fn rule_ni(rule: &FaultRule) -> Result<Nid, StoreError> {
     rule.local_nid.ok_or(StoreError::FaultRuleWithoutNi)
 }
 
-impl Store {
-    fn decode_fault(&self, k: &[u8], v: &[u8]) -> Result<StoredFaultRule, StoreError> {
-        let (ni, id) = decode_key(TreeId::Faults, k, keys::decode_fault)?;
-        let rule: FaultRule = decode(TreeId::Faults, k, v)?;
-        if rule.local_nid != Some(ni) {
-            let named = rule
-                .local_nid
-                .map_or_else(|| "no NI".to_owned(), |n| format!("NI {n}"));
-            return Err(StoreError::CorruptValue {
-                tree: TreeId::Faults.name(),
-                key: keys::hex(k),
-                source: DecodeError::Record {
-                    message: format!("the rule is for {named} but keyed under {ni}"),
-                },
-            });
-        }
-        Ok(StoredFaultRule { id, rule })
+/// A key and value of the fault rules tree, decoded as a read decodes them: the rule
+/// must name the NI it is keyed under.
+pub(crate) fn decode_fault_entry(k: &[u8], v: &[u8]) -> Result<StoredFaultRule, StoreError> {
+    let (ni, id) = decode_key(TreeId::Faults, k, keys::decode_fault)?;
+    let rule: FaultRule = decode(TreeId::Faults, k, v)?;
+    if rule.local_nid != Some(ni) {
+        let named = rule
+            .local_nid
+            .map_or_else(|| "no NI".to_owned(), |n| format!("NI {n}"));
+        return Err(StoreError::CorruptValue {
+            tree: TreeId::Faults.name(),
+            key: keys::hex(k),
+            source: DecodeError::Record {
+                message: format!("the rule is for {named} but keyed under {ni}"),
+            },
+        });
     }
+    Ok(StoredFaultRule { id, rule })
+}
 
+impl Store {
     /// Adds a fault rule (it names its local NI) and returns its id.
     pub fn add_fault_rule(&self, rule: &FaultRule) -> Result<u32, StoreError> {
         rule.validate().map_err(StoreError::FaultRule)?;
@@ -83,7 +85,7 @@ impl Store {
         let next = read_counter(&self.trees, NEXT_RULE_ID_KEY)?;
         let mut set = WriteSet::new();
         for (k, v) in self.trees.scan_raw(TreeId::Faults)? {
-            if self.decode_fault(&k, &v)?.id == id {
+            if decode_fault_entry(&k, &v)?.id == id {
                 set.remove(TreeId::Faults, &k);
             }
         }
@@ -126,7 +128,7 @@ impl Store {
         self.trees
             .scan_raw(TreeId::Faults)?
             .iter()
-            .map(|(k, v)| self.decode_fault(k, v))
+            .map(|(k, v)| decode_fault_entry(k, v))
             .collect()
     }
 
@@ -136,7 +138,7 @@ impl Store {
         self.trees
             .scan_prefix(TreeId::Faults, &keys::nid_key(ni))?
             .iter()
-            .map(|(k, v)| self.decode_fault(k, v))
+            .map(|(k, v)| decode_fault_entry(k, v))
             .collect()
     }
 }

@@ -70,12 +70,17 @@ impl RuleV1 {
     }
 }
 
+/// A schema-1 fault rule value, decoded and converted as the migration does.
+pub(crate) fn decode_v1(k: &[u8], v: &[u8]) -> Result<FaultRule, StoreError> {
+    let old: RuleV1 = decode(TreeId::Faults, k, v)?;
+    Ok(old.into_rule())
+}
+
 /// Schema 1 to 2: rewrites every fault rule in the lnet form.
 pub(crate) fn migrate(trees: &Trees) -> Result<WriteSet, StoreError> {
     let mut set = WriteSet::new();
     for (k, v) in trees.scan_raw(TreeId::Faults)? {
-        let old: RuleV1 = decode(TreeId::Faults, &k, &v)?;
-        set.put(TreeId::Faults, &k, &old.into_rule())?;
+        set.put(TreeId::Faults, &k, &decode_v1(&k, &v)?)?;
     }
     Ok(set)
 }

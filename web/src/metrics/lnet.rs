@@ -1,125 +1,11 @@
-//! `GET /metrics`: the node's counters and health in the Prometheus text format, and the
-//! probes `/livez` and `/readyz`.
-//!
-//! Where the Lustre exporters (lustrefs-exporter, HPE's lustre_exporter) have a name for a
-//! value, it is used, with the same labels:
-//!
-//! | metric | type | labels | value |
-//! |---|---|---|---|
-//! | `lustre_send_count_total`, `lustre_receive_count_total`, `lustre_drop_count_total` | counter | `nid` | per local NI (`0@lo` included) |
-//! | `lustre_health_value` | gauge | `nid` | health value of each local NI |
-//! | `lustre_health_sensitivity` | gauge | | `health_sensitivity` |
-//! | `lustre_lnet_ni_up` | gauge | `nid` | 1 when the NI's status is up |
-//! | `lustre_lnet_ni_health` | gauge | `nid` | health value |
-//! | `lustre_lnet_ni_health_{interrupts,dropped,aborted,no_route,timeouts,errors}_total` | counter | `nid` | the NI's `health stats` |
-//! | `lustre_allocated`, `lustre_maximum` | gauge | | `msgs_alloc`, `msgs_max` |
-//! | `lustre_errors_total`, `lustre_route_count_total` | counter | | `errors`, `route_count` |
-//! | `lustre_{send,receive,route,drop}_bytes_total` | counter | | the `*_length` of `stats show` |
-//!
-//! The router's own values carry the `lnet_router_` prefix: the health, counters and
-//! credits of every peer NI (`lnet_router_peer_ni_*`, labels `nid` and `primary_nid`), the
-//! recovery queue lengths (`lnet_router_recovery_queue_length{queue="local|peer"}`), the
-//! node-wide counters of `stats show` and of the node (`lnet_router_resend_count_total`,
-//! ...), and the newest event id (`lnet_router_last_event_id`).
+//! The node's LNet counters and health: the `lustre_*` series of the Lustre exporters and
+//! the `lnet_router_*` series of the peer NIs, the recovery queues and `stats show`.
 
-use std::fmt::Write as _;
-
-use axum::extract::State;
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use lnet::recovery::RecoveryKind;
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
-use crate::error::{ApiError, ErrorBody};
-use crate::extract::identify;
+use super::exposition::{Exposition, Family};
+use crate::error::ApiError;
 use crate::state::AppState;
-
-/// The content type of the Prometheus text format.
-pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-
-/// A Prometheus text exposition being written.
-#[derive(Debug, Default)]
-pub(crate) struct Exposition {
-    out: String,
-}
-
-/// Escapes a label value (`\`, `"` and newlines).
-fn escape(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
-}
-
-/// A metric family: its samples, each with its labels.
-pub(crate) struct Family<'a> {
-    name: &'a str,
-    help: &'a str,
-    kind: &'a str,
-    samples: Vec<(Vec<(&'static str, String)>, u64)>,
-}
-
-impl<'a> Family<'a> {
-    pub(crate) fn counter(name: &'a str, help: &'a str) -> Family<'a> {
-        Family {
-            name,
-            help,
-            kind: "counter",
-            samples: Vec::new(),
-        }
-    }
-
-    pub(crate) fn gauge(name: &'a str, help: &'a str) -> Family<'a> {
-        Family {
-            name,
-            help,
-            kind: "gauge",
-            samples: Vec::new(),
-        }
-    }
-
-    pub(crate) fn add(&mut self, labels: Vec<(&'static str, String)>, value: u64) {
-        self.samples.push((labels, value));
-    }
-
-    pub(crate) fn with(mut self, labels: Vec<(&'static str, String)>, value: u64) -> Self {
-        self.add(labels, value);
-        self
-    }
-}
-
-impl Exposition {
-    pub(crate) fn family(&mut self, f: Family<'_>) {
-        if f.samples.is_empty() {
-            return;
-        }
-        let _ = writeln!(self.out, "# HELP {} {}", f.name, f.help);
-        let _ = writeln!(self.out, "# TYPE {} {}", f.name, f.kind);
-        for (labels, value) in f.samples {
-            if labels.is_empty() {
-                let _ = writeln!(self.out, "{} {value}", f.name);
-            } else {
-                let l: Vec<String> = labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
-                    .collect();
-                let _ = writeln!(self.out, "{}{{{}}} {value}", f.name, l.join(","));
-            }
-        }
-    }
-
-    pub(crate) fn finish(self) -> String {
-        self.out
-    }
-}
 
 fn nonneg(v: i32) -> u64 {
     u64::try_from(v).unwrap_or(0)
@@ -132,8 +18,8 @@ fn metric_name(name: &str) -> String {
         .collect()
 }
 
-/// Renders the node's state as a Prometheus text exposition.
-pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
+/// Writes the LNet counters, health values and recovery queue lengths.
+pub(crate) async fn write(x: &mut Exposition, s: &AppState) -> Result<(), ApiError> {
     let node = &s.shared.node;
     let nets = node.net_show().await?;
     let peers = node.peer_show().await?;
@@ -145,7 +31,6 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
 
     let nid = |n: &lnet::Nid| vec![("nid", n.to_string())];
     let nis: Vec<&lnet::show::ShowNi> = nets.nets.iter().flat_map(|n| n.nis.iter()).collect();
-    let mut x = Exposition::default();
 
     let per_ni = |name: &'static str,
                   help: &'static str,
@@ -358,6 +243,17 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
         node_counters.add(vec![("counter", metric_name(name))], *v);
     }
     x.family(node_counters);
+    let mut refused = Family::counter(
+        "lnet_router_api_refused_total",
+        "API clients refused or cut off, by reason (see the web crate's guard module).",
+    );
+    for r in crate::guard::Refusal::ALL {
+        refused.add(
+            vec![("reason", r.as_str().to_owned())],
+            s.shared.guard.get(r),
+        );
+    }
+    x.family(refused);
 
     let peer_nis: Vec<(&lnet::show::ShowPeer, &lnet::show::ShowPeerNi)> = peers
         .peers
@@ -466,69 +362,5 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
         )
         .with(vec![], s.shared.ring.last_id()),
     );
-    Ok(x.finish())
-}
-
-/// The node's counters, health values, NI status and recovery queue lengths in the
-/// Prometheus text format (needs a reader token unless the server makes metrics public).
-#[utoipa::path(get, path = "/metrics", tag = "probes",
-    security(("bearer" = []), ()),
-    responses(
-        (status = 200, description = "Prometheus text format 0.0.4", body = String, content_type = "text/plain"),
-        (status = 401, description = "No or unknown token", body = ErrorBody),
-        (status = 503, description = "The node is stopping", body = ErrorBody),
-    ))]
-pub(crate) async fn metrics(
-    State(s): State<AppState>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    if !s.shared.public_metrics {
-        identify(&headers, &s)?;
-    }
-    let text = render(&s).await?;
-    Ok(([(header::CONTENT_TYPE, PROMETHEUS_TEXT)], text).into_response())
-}
-
-/// A probe's answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Probe {
-    /// `ok`, or what is wrong.
-    pub status: String,
-}
-
-/// Liveness: the server answers.
-#[utoipa::path(get, path = "/livez", tag = "probes",
-    responses((status = 200, description = "The server is alive", body = Probe)))]
-pub(crate) async fn livez() -> Json<Probe> {
-    Json(Probe {
-        status: "ok".into(),
-    })
-}
-
-/// Readiness: the node's actors answer and the event feeder runs.
-#[utoipa::path(get, path = "/readyz", tag = "probes",
-    responses(
-        (status = 200, description = "Ready", body = Probe),
-        (status = 503, description = "The node does not answer, or events are not fed", body = Probe),
-    ))]
-pub(crate) async fn readyz(State(s): State<AppState>) -> (StatusCode, Json<Probe>) {
-    let status = if s.shared.node.local_nis().await.is_err() {
-        "the node does not answer"
-    } else if !s.feeding() {
-        "the event feeder has stopped"
-    } else {
-        "ok"
-    };
-    let code = if status == "ok" {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (
-        code,
-        Json(Probe {
-            status: status.into(),
-        }),
-    )
+    Ok(())
 }
