@@ -63,21 +63,38 @@ fn payload(len: usize, seed: u8) -> Bytes {
         .into()
 }
 
-#[actix::test]
-async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
-    let (Ok(ip0), Ok(ip1)) = (std::env::var("RDMAVM_IP0"), std::env::var("RDMAVM_IP1")) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways: not inside \
-             the rdma-vm (RDMAVM_IP0 is unset); run scripts/o2ib-vm-test"
-        );
-        return;
-    };
-    let r_tcp = nid("127.0.60.1@tcp");
-    let a_nid = nid("127.0.60.2@tcp");
+/// The two soft-RoCE addresses of the rdma-vm, or `None` (and a line saying `test` was
+/// skipped) elsewhere.
+fn vm_ips(test: &str) -> Option<(String, String)> {
+    match (std::env::var("RDMAVM_IP0"), std::env::var("RDMAVM_IP1")) {
+        (Ok(ip0), Ok(ip1)) => Some((ip0, ip1)),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: not inside the rdma-vm (RDMAVM_IP0 is unset); run \
+                 scripts/o2ib-vm-test"
+            );
+            None
+        }
+    }
+}
+
+/// Router R (a tcp NI and an o2ib NI on the first device, forwarding, with `tunables`)
+/// between end node A on tcp (127.0.`tcp_c`.2) and end node B on o2ib (the second
+/// device), each end with a route to the other's net through R.
+struct Topology {
+    r: Node,
+    a: Node,
+    b: Node,
+    a_nid: Nid,
+    b_nid: Nid,
+}
+
+async fn topology((ip0, ip1): (String, String), tcp_c: u8, mut tunables: Tunables) -> Topology {
+    let r_tcp = nid(&format!("127.0.{tcp_c}.1@tcp"));
+    let a_nid = nid(&format!("127.0.{tcp_c}.2@tcp"));
     let r_ib = nid(&format!("{ip0}@o2ib"));
     let b_nid = nid(&format!("{ip1}@o2ib"));
-    let mut tunables = Tunables::default();
     tunables.set(TunableName::Routing, 1).unwrap();
     let r = Node::start(NodeConfig {
         tunables,
@@ -91,6 +108,27 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
     let b = Node::start(NodeConfig::default());
     o2ib_ni(&b, b_nid).await;
     b.add_route(route("tcp", r_ib)).await.unwrap();
+    Topology {
+        r,
+        a,
+        b,
+        a_nid,
+        b_nid,
+    }
+}
+
+#[actix::test]
+async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
+    let Some(ips) = vm_ips("puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways") else {
+        return;
+    };
+    let Topology {
+        r,
+        a,
+        b,
+        a_nid,
+        b_nid,
+    } = topology(ips, 60, Tunables::default()).await;
     let md = || MdSpec {
         portal: 11,
         match_bits: 3,
@@ -163,33 +201,20 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
 /// work, so every PUT completes with its ACK.
 #[actix::test]
 async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing() {
-    let (Ok(ip0), Ok(ip1)) = (std::env::var("RDMAVM_IP0"), std::env::var("RDMAVM_IP1")) else {
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing: \
-             not inside the rdma-vm (RDMAVM_IP0 is unset); run scripts/o2ib-vm-test"
-        );
+    let Some(ips) =
+        vm_ips("the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing")
+    else {
         return;
     };
-    let r_tcp = nid("127.0.61.1@tcp");
-    let a_nid = nid("127.0.61.2@tcp");
-    let r_ib = nid(&format!("{ip0}@o2ib"));
-    let b_nid = nid(&format!("{ip1}@o2ib"));
     let mut tunables = Tunables::default();
-    tunables.set(TunableName::Routing, 1).unwrap();
     tunables.set(TunableName::LargeBuffers, 4).unwrap();
-    let r = Node::start(NodeConfig {
-        tunables,
-        ..NodeConfig::default()
-    });
-    tcp_ni(&r, r_tcp).await;
-    o2ib_ni(&r, r_ib).await;
-    let a = Node::start(NodeConfig::default());
-    tcp_ni(&a, a_nid).await;
-    a.add_route(route("o2ib", r_tcp)).await.unwrap();
-    let b = Node::start(NodeConfig::default());
-    o2ib_ni(&b, b_nid).await;
-    b.add_route(route("tcp", r_ib)).await.unwrap();
+    let Topology {
+        r,
+        a,
+        b,
+        a_nid,
+        b_nid,
+    } = topology(ips, 61, tunables).await;
     const EACH: usize = 24;
     const WINDOW: usize = 8;
     let md = || MdSpec {

@@ -3,9 +3,10 @@
 //! and draining before the node stops.
 
 use actix::prelude::*;
+use bytes::Bytes;
 use lnd::RxMessage;
 use lnet::time::Millis;
-use lnet::Net;
+use lnet::{Header, Net};
 
 use super::{bump, LnetActor, OutMsg};
 use crate::events::{Event, ForwardDrop, NetStatusReason};
@@ -27,16 +28,32 @@ impl LnetActor {
             .counts
             .by_actor
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = self.clock.now();
+        let id = self.forwarded(h, rx.payload, ticket, now);
+        self.dispatch(id);
+    }
+
+    /// A message to forward, received at `received_at` and holding router buffer
+    /// `ticket`, becomes one of this actor's messages (its header goes on as it came);
+    /// its id.
+    pub(super) fn forwarded(
+        &mut self,
+        header: Header,
+        payload: Bytes,
+        ticket: Ticket,
+        received_at: Millis,
+    ) -> u64 {
         let id = self.next();
-        let deadline = self.clock.now().saturating_add(Millis::from_secs(u64::from(
+        let deadline = received_at.saturating_add(Millis::from_secs(u64::from(
             self.config.tunables.transaction_timeout(),
         )));
+        let dest = header.dest_nid;
         let pin_peer = self.has_net(dest.net).then_some(dest);
         self.msgs.insert(
             id,
             OutMsg {
-                header: h,
-                payload: rx.payload,
+                header,
+                payload,
                 target: dest,
                 txn: None,
                 deadline,
@@ -49,7 +66,7 @@ impl LnetActor {
                 forward: Some(ticket),
             },
         );
-        self.dispatch(id);
+        id
     }
 
     /// A message being forwarded is dropped: counted, and an event says why.

@@ -15,7 +15,7 @@ use lnet::time::Millis;
 use lnet::{Net, Nid};
 
 use super::fast_path::{Adopted, ForwardSnapshot, PathNi, PathPeerNi};
-use super::{LnetActor, OutMsg};
+use super::LnetActor;
 use crate::events::{Event, NetStatusReason};
 
 /// When each local net was last heard from by the forwarding path, and how much of it
@@ -156,29 +156,10 @@ impl LnetActor {
     /// below the maximum): it becomes a forwarded message of this actor with that send
     /// as its attempt, and its completion is handled as any other.
     pub(super) fn adopt(&mut self, a: Adopted, ctx: &mut Context<Self>) {
-        let id = self.next();
-        let deadline = a.received_at.saturating_add(Millis::from_secs(u64::from(
-            self.config.tunables.transaction_timeout(),
-        )));
-        let dest = a.header.dest_nid;
-        let pin_peer = self.has_net(dest.net).then_some(dest);
-        self.msgs.insert(
-            id,
-            OutMsg {
-                header: a.header,
-                payload: a.payload,
-                target: dest,
-                txn: None,
-                deadline,
-                retries: 0,
-                recovery_ping: false,
-                pin_local: None,
-                pin_peer,
-                attempt: Some((a.done.id, a.done.ni, a.done.peer)),
-                abandoned: false,
-                forward: Some(a.ticket),
-            },
-        );
+        let id = self.forwarded(a.header, a.payload, a.ticket, a.received_at);
+        if let Some(m) = self.msgs.get_mut(&id) {
+            m.attempt = Some((a.done.id, a.done.ni, a.done.peer));
+        }
         self.attempts.insert(a.done.id, id);
         self.on_completion(a.done, ctx);
     }
