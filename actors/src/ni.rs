@@ -120,8 +120,23 @@ impl LocalNiView {
         let mut v = self.clone();
         v.tx_credits = cell.credits();
         v.min_tx_credits = cell.min_credits();
-        cell.add_counts(&mut v.stats);
+        add_path_counts(&mut v.stats, cell);
         v
+    }
+}
+
+/// `stats` with what the forwarding path counted in `cell` added.
+fn add_path_counts(stats: &mut NiStats, cell: &NiCell) {
+    let c = cell.counts();
+    stats.send_count = stats.send_count.saturating_add(c.send);
+    stats.recv_count = stats.recv_count.saturating_add(c.recv);
+    for (to, from) in [(&mut stats.sent, c.sent), (&mut stats.received, c.received)] {
+        let [put, get, reply, ack, hello] = from;
+        to.put = to.put.saturating_add(put);
+        to.get = to.get.saturating_add(get);
+        to.reply = to.reply.saturating_add(reply);
+        to.ack = to.ack.saturating_add(ack);
+        to.hello = to.hello.saturating_add(hello);
     }
 }
 
@@ -133,7 +148,7 @@ impl PeerNiView {
         v.tx_credits = cell.credits();
         v.min_tx_credits = cell.min_credits();
         v.last_alive = v.last_alive.max(cell.last_alive());
-        cell.add_counts(&mut v.stats);
+        add_path_counts(&mut v.stats, cell);
         v
     }
 }

@@ -15,8 +15,6 @@ use lnet::health::HealthValue;
 use lnet::time::Millis;
 use lnet::MsgType;
 
-use crate::ni::{NiStats, TypeCounts};
-
 /// The shared part of one local NI or peer NI. See the module documentation.
 #[derive(Debug)]
 pub struct NiCell {
@@ -49,17 +47,17 @@ fn type_index(t: MsgType) -> usize {
     }
 }
 
-fn add_types(to: &mut TypeCounts, from: &[AtomicU64; 5]) {
-    let [put, get, reply, ack, hello] = from;
-    for (n, a) in [
-        (&mut to.put, put),
-        (&mut to.get, get),
-        (&mut to.reply, reply),
-        (&mut to.ack, ack),
-        (&mut to.hello, hello),
-    ] {
-        *n = n.saturating_add(a.load(Relaxed));
-    }
+/// The messages the forwarding path counted for one NI or peer NI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct PathCounts {
+    /// Sent.
+    pub(crate) send: u64,
+    /// Received.
+    pub(crate) recv: u64,
+    /// Sent, by type: PUT, GET, REPLY, ACK, HELLO.
+    pub(crate) sent: [u64; 5],
+    /// Received, by type.
+    pub(crate) received: [u64; 5],
 }
 
 impl NiCell {
@@ -172,16 +170,15 @@ impl NiCell {
         }
     }
 
-    /// `stats` with what the forwarding path counted added.
-    pub(crate) fn add_counts(&self, stats: &mut NiStats) {
-        stats.send_count = stats
-            .send_count
-            .saturating_add(self.counts.send.load(Relaxed));
-        stats.recv_count = stats
-            .recv_count
-            .saturating_add(self.counts.recv.load(Relaxed));
-        add_types(&mut stats.sent, &self.counts.sent);
-        add_types(&mut stats.received, &self.counts.received);
+    /// What the forwarding path counted.
+    pub(crate) fn counts(&self) -> PathCounts {
+        let load = |a: &[AtomicU64; 5]| a.each_ref().map(|n| n.load(Relaxed));
+        PathCounts {
+            send: self.counts.send.load(Relaxed),
+            recv: self.counts.recv.load(Relaxed),
+            sent: load(&self.counts.sent),
+            received: load(&self.counts.received),
+        }
     }
 }
 

@@ -211,6 +211,16 @@ impl ForwardPath {
         }
     }
 
+    /// Peer NI `nid` no longer belongs to a known peer: messages to or from it take the
+    /// actor's path (which learns it again if it is heard from).
+    pub(crate) fn remove_peer_ni(&self, nid: &Nid) {
+        if let Some(s) = self.peer_shard(nid) {
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(nid);
+        }
+    }
+
     fn peer_ni(&self, nid: &Nid) -> Option<PathPeerNi> {
         self.peer_shard(nid)?
             .read()

@@ -230,6 +230,9 @@ impl Handler<DelPeer> for LnetActor {
         {
             return Err(busy(PeerBusyReason::Gateway));
         }
+        for gone in nids.iter().filter(|n| !keep.contains(n)) {
+            self.path.remove_peer_ni(gone);
+        }
         self.peers.set(m.primary, keep, multi_rail, configured);
         Ok(())
     }
