@@ -549,17 +549,33 @@ async fn udsp_dst_rte_rule_sends_a_nets_traffic_through_the_preferred_gateway() 
     .unwrap();
 }
 
+/// A and B through R1 alone, an MD on B, and a first PUT through: A and B are known
+/// peers of R1 (so its forwarding path may take their messages).
+async fn known_to_r1() -> (Topology, tokio::sync::mpsc::Receiver<lnd::RxMessage>) {
+    let t = topology(false, None).await;
+    let md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
+    let got = t.a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
+    assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (t, md)
+}
+
+/// Peer NI `nid` as `node` shows it.
+async fn peer_ni(node: &Node, nid_: &str) -> actors::ni::PeerNiView {
+    node.peers()
+        .await
+        .unwrap()
+        .into_iter()
+        .flat_map(|p| p.nis)
+        .find(|n| n.nid == nid(nid_))
+        .unwrap()
+}
+
 #[actix::test]
 async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor_hears_of_them() {
     tokio::time::pause();
     timeout(BOUND, async {
-        let t = topology(false, None).await;
-        let _md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
-        // The first PUT makes A and B known peers of R1; the next router tick publishes
-        // their peer NIs to the forwarding path.
-        let got = t.a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
-        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (t, _md) = known_to_r1().await;
         let before = t.r1.forwarding();
         for (i, len) in [0usize, 100, 4096, 70_000, 1 << 20].into_iter().enumerate() {
             for j in 0..4u8 {
@@ -581,12 +597,7 @@ async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor
             counter(&t.r1, "route_count").await,
             after.fast + after.by_actor
         );
-        let peers = t.r1.peers().await.unwrap();
-        let b_ni = peers
-            .iter()
-            .flat_map(|p| p.nis.iter())
-            .find(|n| n.nid == nid(B))
-            .unwrap();
+        let b_ni = peer_ni(&t.r1, B).await;
         assert_eq!(b_ni.tx_credits, i32::try_from(b_ni.max_tx_credits).unwrap());
         assert!(b_ni.stats.sent.put >= 21, "{:?}", b_ni.stats);
         assert!(b_ni.last_alive.is_some());
@@ -599,11 +610,7 @@ async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor
 async fn a_forwarded_send_that_fails_is_handed_to_the_actors_which_apply_the_health_rules() {
     tokio::time::pause();
     timeout(BOUND, async {
-        let t = topology(false, None).await;
-        let _md = t.b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
-        let got = t.a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
-        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (t, _md) = known_to_r1().await;
         let before = t.r1.forwarding();
         // The router's link to B fails its sends, charging B.
         t.fabric
@@ -616,12 +623,7 @@ async fn a_forwarded_send_that_fails_is_handed_to_the_actors_which_apply_the_hea
         let after = t.r1.forwarding();
         assert_eq!(after.handed_over - before.handed_over, 1, "{after:?}");
         assert_eq!(after.fast, before.fast, "{after:?}");
-        let peers = t.r1.peers().await.unwrap();
-        let b_ni = peers
-            .iter()
-            .flat_map(|p| p.nis.iter())
-            .find(|n| n.nid == nid(B))
-            .unwrap();
+        let b_ni = peer_ni(&t.r1, B).await;
         assert!(
             !b_ni.health.is_max(),
             "the failure was charged to B: {b_ni:?}"
