@@ -151,14 +151,15 @@ impl Writer {
                 return;
             }
             self.progress.current.store(0, Ordering::Release);
-            for seq in sent.drain(..) {
-                let done = PeerCmd::Sent {
-                    conn: self.conn,
-                    seq,
-                };
-                if self.peer.send(done).await.is_err() {
-                    return;
-                }
+            if sent.is_empty() {
+                continue;
+            }
+            let done = PeerCmd::Sent {
+                conn: self.conn,
+                seqs: std::mem::replace(&mut sent, Vec::with_capacity(WRITE_BATCH)),
+            };
+            if self.peer.send(done).await.is_err() {
+                return;
             }
         }
         // The peer task dropped the queue: close our direction.

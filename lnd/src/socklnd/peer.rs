@@ -611,13 +611,15 @@ impl<H: LndHandler> PeerTask<H> {
                 self.add_conn(stream, ctype, hello.version, order);
             }
             PeerCmd::Withdraw { ctype } => self.release(ctype),
-            PeerCmd::Sent { conn, seq } => {
-                if let Some(inf) = self.inflight.remove(&seq) {
-                    self.credits.give_back();
-                    if let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) {
-                        c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
+            PeerCmd::Sent { conn, seqs } => {
+                for seq in seqs {
+                    if let Some(inf) = self.inflight.remove(&seq) {
+                        self.credits.give_back();
+                        if let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) {
+                            c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
+                        }
+                        self.complete(&inf.tx, None);
                     }
-                    self.complete(&inf.tx, None);
                 }
             }
             PeerCmd::Closed { conn, end } => self.close_with_siblings(conn, &end),
