@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lnet::acceptor::RESERVED_PORTS;
-use lnet::{HeaderForm, Nid, ProcessId};
+use lnet::{Nid, ProcessId};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::{JoinHandle, JoinSet};
@@ -152,13 +152,8 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         let bad = |source| SendError::BadHeader { peer, source };
         SendError::check_payload_length(&tx)?;
         tx.header.check_lnet().map_err(bad)?;
-        let mut probe = Vec::new();
-        tx.header
-            .encode_into(HeaderForm::Nid4, &mut probe)
-            .map_err(bad)?;
-        if self.shared.peers.lock().map_or(true, |p| p.stopped) {
-            return Err(SendError::Stopped { ni });
-        }
+        // Refused now if the header cannot go on the wire (on the stack: no allocation).
+        tx.header.encode_nid4().map_err(bad)?;
         let handle = self
             .shared
             .peer(ProcessId::lustre(peer))
