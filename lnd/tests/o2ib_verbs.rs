@@ -89,8 +89,9 @@ enum Mode {
     Receive,
     /// Sleep this long in every `on_header` (a slow receiver).
     Slow(Duration),
-    /// Wait in `on_header` of the n-th message (0-based) until released.
-    HoldAt(usize),
+    /// Wait in `on_header` of the n-th message (0-based) and of every one after it, until
+    /// released: the peer stops answering (one parked header does not stop the others).
+    HoldFrom(usize),
 }
 
 struct Handler {
@@ -112,8 +113,8 @@ impl LndHandler for Handler {
         match self.mode {
             Mode::Receive => {}
             Mode::Slow(d) => tokio::time::sleep(d).await,
-            Mode::HoldAt(k) if k == n => self.release.notified().await,
-            Mode::HoldAt(_) => {}
+            Mode::HoldFrom(k) if n >= k => self.release.notified().await,
+            Mode::HoldFrom(_) => {}
         }
         RxDecision::Receive(BytesMut::new())
     }
@@ -500,7 +501,7 @@ async fn a_peer_that_stops_answering_times_out_its_sends() {
         return;
     };
     let port = 25987;
-    let b = Node::start(config(vm.ip[1], port), Mode::HoldAt(2)).await;
+    let b = Node::start(config(vm.ip[1], port), Mode::HoldFrom(2)).await;
     let mut ca = config(vm.ip[0], port);
     ca.timeout = Duration::from_secs(4);
     let mut a = Node::start(ca, Mode::Receive).await;

@@ -48,7 +48,7 @@ use super::sys::{
     CmEvent, CmEventKind, CmId, ConnectParams, Cq, EventChannel, Fd, Pd, QpCaps, Region, SendWr,
 };
 use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE};
-use futures_util::stream::{FuturesOrdered, StreamExt};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 mod conns;
 mod rx;
@@ -291,7 +291,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             stats: O2ibStats::default(),
             max_send_wr,
             fatal: false,
-            parked: FuturesOrdered::new(),
+            parked: FuturesUnordered::new(),
             delivering: FuturesOrdered::new(),
         };
         tracing::info!(%nid, "o2iblnd: NI up");
@@ -443,8 +443,8 @@ struct State<H: LndHandler> {
     fatal: bool,
     /// Headers the layer above is judging. The task goes on meanwhile: a receive that
     /// waits for a router buffer is parked (its credit is not returned to the peer until
-    /// the decision is applied), and decisions are applied in arrival order.
-    parked: FuturesOrdered<Parked>,
+    /// the decision is applied) while the messages behind it, on any connection, go on.
+    parked: FuturesUnordered<Parked>,
     /// Messages being handed to the layer above, in arrival order.
     delivering: FuturesOrdered<Delivery>,
 }

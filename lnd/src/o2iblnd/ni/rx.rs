@@ -47,12 +47,12 @@ impl<H: LndHandler> State<H> {
                 (query, decision)
             });
             // Most headers are judged at once; one that waits (for a router buffer) is
-            // parked, and so is any header behind it.
-            match self.parked.is_empty().then(|| (&mut judged).now_or_never()) {
-                Some(Some((query, decision))) => {
+            // parked, and the ones behind it do not wait for it.
+            match (&mut judged).now_or_never() {
+                Some((query, decision)) => {
                     self.ex.on_header_decision(Instant::now(), query, decision);
                 }
-                _ => self.parked.push_back(judged),
+                None => self.parked.push(judged),
             }
         }
         self.run_actions().await;
