@@ -1,8 +1,9 @@
 //! One established socklnd connection: a writer task and a reader task (socklnd
 //! reference §3.5, §3.6, §3.8).
 //!
-//! The writer sends what its peer task queues on it, in order, each frame within the
-//! socklnd timeout. The reader follows the receive state machine by feeding every byte to
+//! The writer sends what is queued on it, in order, each frame within the socklnd
+//! timeout, and completes the sends it wrote whole (dispatching what waits for their
+//! credits) without going through the peer task. The reader follows the receive state machine by feeding every byte to
 //! the sans-io [`Deframer`] in header-first mode (the one parser, fuzzed): ksock header,
 //! LNet header, then it stops reading until the upper layer has said where the payload
 //! goes, reads the payload straight into that buffer (or discards it), acknowledges a
@@ -24,6 +25,8 @@ use tokio::time::Instant;
 pub(crate) mod end;
 
 use super::peer::cmd::PeerCmd;
+use super::peer::tx::{self, PeerTx};
+use super::peer::NiShared;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
@@ -79,15 +82,18 @@ impl WriterProgress {
 }
 
 /// What the writer task needs.
-pub(crate) struct Writer {
+pub(crate) struct Writer<H> {
     pub(crate) conn: u64,
     pub(crate) form: HeaderForm,
     pub(crate) timeout: Duration,
+    pub(crate) ni: Arc<NiShared<H>>,
+    pub(crate) peer_id: ProcessId,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
+    pub(crate) tx: Arc<PeerTx>,
     pub(crate) progress: Arc<WriterProgress>,
 }
 
-impl Writer {
+impl<H: LndHandler> Writer<H> {
     /// Writes what comes in until the peer task drops the queue or a write fails. What
     /// is queued together is written together: small frames are coalesced into one write.
     pub(crate) async fn run(self, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<WriteItem>) {
@@ -132,6 +138,8 @@ impl Writer {
                             result = self.write(&mut w, &head, Some(&payload)).await;
                             if result.is_ok() {
                                 self.progress.done_through.store(seq, Ordering::Release);
+                                // A large frame's credit comes back as soon as it is out.
+                                self.completed(&mut sent);
                             }
                         }
                     }
@@ -151,19 +159,20 @@ impl Writer {
                 return;
             }
             self.progress.current.store(0, Ordering::Release);
-            if sent.is_empty() {
-                continue;
-            }
-            let done = PeerCmd::Sent {
-                conn: self.conn,
-                seqs: std::mem::replace(&mut sent, Vec::with_capacity(WRITE_BATCH)),
-            };
-            if self.peer.send(done).await.is_err() {
-                return;
-            }
+            self.completed(&mut sent);
         }
         // The peer task dropped the queue: close our direction.
         let _ = tokio::time::timeout(self.timeout, w.shutdown()).await;
+    }
+
+    /// Completes the sends `sent` names, all handed to TCP whole.
+    fn completed(&self, sent: &mut Vec<u64>) {
+        if sent.is_empty() {
+            return;
+        }
+        let done = self.tx.written(self.conn, sent);
+        sent.clear();
+        tx::complete_all(&self.ni, self.peer_id, done);
     }
 
     /// Writes the coalesced frames, keeping the progress exact after every write (a

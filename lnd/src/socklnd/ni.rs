@@ -159,7 +159,7 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             .peer(ProcessId::lustre(peer))
             .ok_or(SendError::Stopped { ni })?;
         handle
-            .data
+            .tx
             .send(tx)
             .await
             .map_err(|_| SendError::Stopped { ni })

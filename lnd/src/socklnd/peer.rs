@@ -1,14 +1,15 @@
-//! One peer of a socklnd NI: its connection set, its send queue and its credits, driven
-//! by one task.
+//! One peer of a socklnd NI: its connection set, driven by one task, and its send side
+//! ([`tx`]), shared with the NI's senders and the peer's writers.
 //!
-//! The task owns everything about the peer: messages wait in a bounded queue until a
-//! connection that may carry them ([`super::placement`]), a peer credit and an NI credit
-//! are there; connections are opened (1 CONTROL, then `conns_per_peer` BULK_IN and
-//! BULK_OUT) when messages wait and are missing; incoming connections are registered or
-//! refused ([`super::handshake::decide_passive`]); ZC-ACKs and keepalives are queued as
-//! NOOPs; every accepted send is completed exactly once.
+//! Messages wait in a bounded queue until a connection that may carry them
+//! ([`super::placement`]), a peer credit and an NI credit are there, and go to a writer
+//! from whichever task freed the last of these. The task opens connections (1 CONTROL,
+//! then `conns_per_peer` BULK_IN and BULK_OUT) when messages wait and are missing,
+//! registers or refuses incoming ones ([`super::handshake::decide_passive`]), queues
+//! ZC-ACKs and keepalives as NOOPs, times out the queue and closes connections; every
+//! accepted send is completed exactly once.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -16,24 +17,25 @@ use std::time::Duration;
 
 use lnet::{HeaderForm, ProcessId};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 mod close;
 pub(crate) mod cmd;
+pub(crate) mod tx;
 
 use super::config::SockLndConfig;
 use super::conn::end::ConnEnd;
 use super::conn::{LastAlive, Reader, WriteItem, Writer, WriterProgress};
-use super::credits::TxCredits;
 use super::handshake::{self, ConnectError, Established, PassiveContext, PassiveDecision};
 use super::placement::{self, Candidate, Traffic};
 use super::stats::{CloseCounters, CloseReason, PeerStats};
 use super::status::TxFailure;
 use super::wire::{lnet_frame_len, ByteOrder, ConnType, KsockHeader, ProtoVersion};
-use crate::lnd::{LndHandler, TxCompletion, TxRequest};
+use crate::lnd::LndHandler;
 use cmd::PeerCmd;
+use tx::{Done, PeerTx, Queued};
 
 /// After this many HELLO refusals in a row the peer stops opening connections if it has
 /// any (`SOCKNAL_MAX_RETRIES`).
@@ -42,8 +44,6 @@ const MAX_REFUSALS: u32 = 3;
 const MIN_KEEPALIVE_RETRY: Duration = Duration::from_millis(10);
 /// Commands a peer task can have waiting.
 const CMD_QUEUE: usize = 256;
-/// Sends handed to a peer task and not yet in its queue: senders wait beyond this.
-const DATA_QUEUE: usize = 16;
 /// Room on a writer queue beyond the peer credits, for NOOPs.
 const NOOP_SLACK: usize = 16;
 /// NOOPs (ZC-ACKs) waiting for room on a writer before the peer's connections are closed
@@ -72,18 +72,18 @@ pub(crate) struct Peers {
     pub(crate) stopped: bool,
 }
 
-/// How the NI reaches a peer task.
+/// How the NI reaches a peer.
 pub(crate) struct PeerEntry {
     pub(crate) cmd: mpsc::Sender<PeerCmd>,
-    pub(crate) data: mpsc::Sender<TxRequest>,
+    pub(crate) tx: Arc<PeerTx>,
     pub(crate) task: JoinHandle<()>,
 }
 
-/// The senders of a peer task.
+/// How a sender or the acceptor reaches a peer.
 #[derive(Clone)]
 pub(crate) struct PeerHandle {
     pub(crate) cmd: mpsc::Sender<PeerCmd>,
-    pub(crate) data: mpsc::Sender<TxRequest>,
+    pub(crate) tx: Arc<PeerTx>,
 }
 
 impl<H: LndHandler> NiShared<H> {
@@ -96,13 +96,18 @@ impl<H: LndHandler> NiShared<H> {
         if let Some(e) = peers.map.get(&id) {
             return Some(PeerHandle {
                 cmd: e.cmd.clone(),
-                data: e.data.clone(),
+                tx: e.tx.clone(),
             });
         }
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
-        let (data_tx, data_rx) = mpsc::channel(DATA_QUEUE);
-        let task = PeerTask::new(self.clone(), id, cmd_tx.clone());
-        let run = task.run(cmd_rx, data_rx, self.stop.clone());
+        let tx = Arc::new(PeerTx::new(
+            self.cfg.effective_peer_credits(),
+            self.ni_credits.clone(),
+            self.cfg.min_bulk,
+            self.cfg.peer_queue,
+        ));
+        let task = PeerTask::new(self.clone(), id, cmd_tx.clone(), tx.clone());
+        let run = task.run(cmd_rx, self.stop.clone());
         let join = match self.cfg.cpts.of(&id.nid) {
             Some(cpt) => cpt.spawn(run),
             None => tokio::spawn(run),
@@ -111,39 +116,21 @@ impl<H: LndHandler> NiShared<H> {
             id,
             PeerEntry {
                 cmd: cmd_tx.clone(),
-                data: data_tx.clone(),
+                tx: tx.clone(),
                 task: join,
             },
         );
-        Some(PeerHandle {
-            cmd: cmd_tx,
-            data: data_tx,
-        })
+        Some(PeerHandle { cmd: cmd_tx, tx })
     }
 }
 
-struct Queued {
-    tx: TxRequest,
-    since: Instant,
-}
-
-struct Inflight {
-    tx: TxRequest,
-    since: Instant,
-    conn: u64,
-    frame_len: usize,
-    _permit: OwnedSemaphorePermit,
-}
-
+/// An established connection as the peer task keeps it (its writer is in the send side).
 struct Conn {
     id: u64,
     ctype: ConnType,
     version: ProtoVersion,
-    writer: mpsc::Sender<WriteItem>,
     progress: Arc<WriterProgress>,
     tasks: [AbortHandle; 2],
-    queued_bytes: usize,
-    last_used: u64,
 }
 
 type ConnectResult = (ConnType, Result<Established, ConnectError>);
@@ -158,13 +145,7 @@ struct PeerTask<H> {
     connecting: HashMap<tokio::task::Id, ConnType>,
     connects: JoinSet<ConnectResult>,
     tasks: JoinSet<()>,
-    queue: VecDeque<Queued>,
-    inflight: BTreeMap<u64, Inflight>,
-    credits: TxCredits,
-    spare_permit: Option<OwnedSemaphorePermit>,
-    want_permit: bool,
-    next_seq: u64,
-    use_clock: u64,
+    tx: Arc<PeerTx>,
     record: Option<(u64, ProtoVersion)>,
     version: ProtoVersion,
     backoff: Duration,
@@ -172,18 +153,21 @@ struct PeerTask<H> {
     refusals: u32,
     alive: Arc<LastAlive>,
     last_keepalive: Option<Instant>,
-    pending_noops: VecDeque<KsockHeader>,
     /// The upper layer was told the peer is down, and no connection came up since.
     down_reported: bool,
 }
 
 impl<H: LndHandler> PeerTask<H> {
-    fn new(ni: Arc<NiShared<H>>, id: ProcessId, cmd_tx: mpsc::Sender<PeerCmd>) -> Self {
+    fn new(
+        ni: Arc<NiShared<H>>,
+        id: ProcessId,
+        cmd_tx: mpsc::Sender<PeerCmd>,
+        tx: Arc<PeerTx>,
+    ) -> Self {
         let addr = id
             .nid
             .addr_u32()
             .map(|a| SocketAddr::new(std::net::Ipv4Addr::from(a).into(), ni.cfg.peer_port));
-        let credits = TxCredits::new(ni.cfg.effective_peer_credits());
         let version = ni.cfg.version;
         let backoff = ni.cfg.min_reconnect;
         PeerTask {
@@ -196,13 +180,7 @@ impl<H: LndHandler> PeerTask<H> {
             connecting: HashMap::new(),
             connects: JoinSet::new(),
             tasks: JoinSet::new(),
-            queue: VecDeque::new(),
-            inflight: BTreeMap::new(),
-            credits,
-            spare_permit: None,
-            want_permit: false,
-            next_seq: 1,
-            use_clock: 0,
+            tx,
             record: None,
             version,
             backoff,
@@ -210,17 +188,11 @@ impl<H: LndHandler> PeerTask<H> {
             refusals: 0,
             alive: Arc::new(LastAlive::new(Instant::now())),
             last_keepalive: None,
-            pending_noops: VecDeque::new(),
             down_reported: false,
         }
     }
 
-    async fn run(
-        mut self,
-        mut cmd_rx: mpsc::Receiver<PeerCmd>,
-        mut data_rx: mpsc::Receiver<TxRequest>,
-        mut stop: watch::Receiver<bool>,
-    ) {
+    async fn run(mut self, mut cmd_rx: mpsc::Receiver<PeerCmd>, mut stop: watch::Receiver<bool>) {
         loop {
             if *stop.borrow() {
                 break;
@@ -229,7 +201,8 @@ impl<H: LndHandler> PeerTask<H> {
             self.maybe_connect();
             let deadline = self.next_deadline();
             let sem = self.ni.ni_credits.clone();
-            let room = self.queue.len() < self.ni.cfg.peer_queue;
+            let shared = self.tx.clone();
+            let want_permit = shared.lock().want_permit;
             tokio::select! {
                 changed = stop.changed() => {
                     if changed.is_err() {
@@ -249,41 +222,18 @@ impl<H: LndHandler> PeerTask<H> {
                     }
                 }
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
-                permit = sem.acquire_owned(), if self.want_permit => {
-                    self.want_permit = false;
-                    self.spare_permit = permit.ok();
-                }
-                tx = data_rx.recv(), if room => match tx {
-                    Some(tx) => {
-                        let since = Instant::now();
-                        self.queue.push_back(Queued { tx, since });
-                        // Take what else is waiting, while the queue has room: one wake-up
-                        // for a burst of sends.
-                        while self.queue.len() < self.ni.cfg.peer_queue {
-                            match data_rx.try_recv() {
-                                Ok(tx) => self.queue.push_back(Queued { tx, since }),
-                                Err(_) => break,
-                            }
-                        }
+                permit = sem.acquire_owned(), if want_permit => {
+                    if let Ok(permit) = permit {
+                        let mut st = shared.lock();
+                        shared.permit(&mut st, permit);
                     }
-                    None => break,
-                },
+                }
+                // A sender queued behind nothing, or began waiting for an NI credit.
+                () = shared.kick.notified() => {}
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
             }
         }
-        self.shutdown(&mut data_rx);
-    }
-
-    fn candidates(&self) -> Vec<Candidate> {
-        self.conns
-            .iter()
-            .map(|c| Candidate {
-                ctype: c.ctype,
-                version: c.version,
-                queued_bytes: c.queued_bytes,
-                last_used: c.last_used,
-            })
-            .collect()
+        self.shutdown();
     }
 
     fn count(&self, ctype: ConnType) -> usize {
@@ -296,121 +246,45 @@ impl<H: LndHandler> PeerTask<H> {
             .all(|t| self.count(t) > 0)
     }
 
-    fn complete(&self, tx: &TxRequest, failure: Option<(TxFailure, String)>) {
-        let (status, reason) = match failure {
-            None => (lnet::health::HealthStatus::Ok, None),
-            Some((f, why)) => (f.status(), Some(why)),
-        };
-        if let Some(why) = &reason {
-            tracing::debug!(peer = %self.id, id = tx.id.0, %status, "socklnd: send failed: {why}");
-        }
-        self.ni.handler.on_send_complete(TxCompletion {
-            id: tx.id,
-            ni: self.ni.me.nid,
-            peer: tx.peer,
-            status,
-            reason,
-        });
+    fn complete_all(&self, done: Done) {
+        tx::complete_all(&self.ni, self.id, done);
     }
 
     fn fail_queue(&mut self, failure: TxFailure, why: &str) {
-        for q in std::mem::take(&mut self.queue) {
-            self.complete(&q.tx, Some((failure, why.to_owned())));
-        }
+        let queued = self.tx.lock().take_queue();
+        let done = queued
+            .into_iter()
+            .map(|q| (q.tx, Some((failure, why.to_owned()))))
+            .collect();
+        self.complete_all(done);
     }
 
     /// Moves queued messages onto connections while credits last.
     fn dispatch(&mut self) {
-        self.flush_noops();
-        while let Some(head) = self.queue.front() {
-            if self.credits.available() == 0 {
-                break;
-            }
-            let frame_len = lnet_frame_len(HeaderForm::Nid4, head.tx.payload.len());
-            let traffic = Traffic::Lnet { frame_len };
-            let Some(i) = placement::choose(&self.candidates(), traffic, self.ni.cfg.min_bulk)
-            else {
-                break;
-            };
-            let permit = match self.spare_permit.take() {
-                Some(p) => p,
-                None => match self.ni.ni_credits.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        self.want_permit = true;
-                        break;
-                    }
-                },
-            };
-            let Some(q) = self.queue.pop_front() else {
-                break;
-            };
-            let Some(conn) = self.conns.get_mut(i) else {
-                self.queue.push_front(q);
-                self.spare_permit = Some(permit);
-                break;
-            };
-            let seq = self.next_seq;
-            let item = WriteItem::Lnet {
-                seq,
-                header: q.tx.header,
-                payload: q.tx.payload.clone(),
-            };
-            if conn.writer.try_send(item).is_err() {
-                self.queue.push_front(q);
-                self.spare_permit = Some(permit);
-                break;
-            }
-            self.next_seq += 1;
-            self.use_clock += 1;
-            conn.queued_bytes += frame_len;
-            conn.last_used = self.use_clock;
-            self.credits.try_take();
-            self.inflight.insert(
-                seq,
-                Inflight {
-                    tx: q.tx,
-                    since: q.since,
-                    conn: conn.id,
-                    frame_len,
-                    _permit: permit,
-                },
-            );
-        }
-        if self.queue.is_empty() {
-            // Nothing waits: give an NI credit taken in advance back to the other peers.
-            self.spare_permit = None;
-            self.want_permit = false;
-        }
-        self.credits.note(self.queue.len());
+        let mut st = self.tx.lock();
+        self.tx.dispatch_in_task(&mut st);
     }
 
-    /// Queues waiting NOOPs where NOOPs go.
+    /// Queues waiting NOOPs where NOOPs go; closes the connections if too many wait.
     fn flush_noops(&mut self) {
-        while let Some(k) = self.pending_noops.front().copied() {
-            let Some(i) = placement::choose_noop(&self.candidates(), self.ni.cfg.min_bulk) else {
-                break;
-            };
-            let Some(conn) = self.conns.get_mut(i) else {
-                break;
-            };
-            if conn.writer.try_send(WriteItem::Noop(k)).is_err() {
-                break;
+        let overflow = {
+            let mut st = self.tx.lock();
+            st.flush_noops(self.ni.cfg.min_bulk);
+            let overflow = st.pending_noops.len() > MAX_PENDING_NOOPS;
+            if overflow {
+                st.pending_noops.clear();
             }
-            self.use_clock += 1;
-            conn.last_used = self.use_clock;
-            self.pending_noops.pop_front();
-        }
-        if self.pending_noops.len() > MAX_PENDING_NOOPS {
+            overflow
+        };
+        if overflow {
             tracing::warn!(peer = %self.id, "socklnd: peer connections not draining; closing them");
             self.close_all(|| ConnEnd::WriteStalled);
-            self.pending_noops.clear();
         }
     }
 
     /// Opens the missing connections of the set while messages wait.
     fn maybe_connect(&mut self) {
-        if self.queue.is_empty() {
+        if self.tx.lock().queue.is_empty() {
             return;
         }
         let Some(addr) = self.addr else {
@@ -529,7 +403,10 @@ impl<H: LndHandler> PeerTask<H> {
             conn: id,
             form,
             timeout: cfg.timeout,
+            ni: self.ni.clone(),
+            peer_id: self.id,
             peer: self.cmd_tx.clone(),
+            tx: self.tx.clone(),
             progress: progress.clone(),
         };
         let reader = Reader {
@@ -555,12 +432,16 @@ impl<H: LndHandler> PeerTask<H> {
             id,
             ctype,
             version,
-            writer: wtx,
             progress,
             tasks: [wa, ra],
+        });
+        let cand = Candidate {
+            ctype,
+            version,
             queued_bytes: 0,
             last_used: 0,
-        });
+        };
+        self.tx.lock().add_conn(id, wtx, cand);
     }
 
     fn on_cmd(&mut self, cmd: PeerCmd) {
@@ -611,31 +492,26 @@ impl<H: LndHandler> PeerTask<H> {
                 self.add_conn(stream, ctype, hello.version, order);
             }
             PeerCmd::Withdraw { ctype } => self.release(ctype),
-            PeerCmd::Sent { conn, seqs } => {
-                for seq in seqs {
-                    if let Some(inf) = self.inflight.remove(&seq) {
-                        self.credits.give_back();
-                        if let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) {
-                            c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
-                        }
-                        self.complete(&inf.tx, None);
-                    }
-                }
-            }
             PeerCmd::Closed { conn, end } => self.close_with_siblings(conn, &end),
             PeerCmd::ZcAck { cookie } => {
-                self.pending_noops.push_back(KsockHeader::zc_ack(cookie));
+                self.tx
+                    .lock()
+                    .pending_noops
+                    .push_back(KsockHeader::zc_ack(cookie));
                 self.flush_noops();
             }
             PeerCmd::Stats { reply } => {
-                let _ = reply.send(PeerStats {
+                let st = self.tx.lock();
+                let stats = PeerStats {
                     peer: self.id,
                     conns: self.conns.iter().map(|c| (c.ctype, c.version)).collect(),
-                    credits: self.credits.credits(self.queue.len()),
-                    min_credits: self.credits.min_seen(),
-                    queued: self.queue.len(),
-                    in_flight: self.inflight.len(),
-                });
+                    credits: st.credits.credits(st.queue.len()),
+                    min_credits: st.credits.min_seen(),
+                    queued: st.queue.len(),
+                    in_flight: st.inflight.len(),
+                };
+                drop(st);
+                let _ = reply.send(stats);
             }
         }
     }
@@ -661,11 +537,18 @@ impl<H: LndHandler> PeerTask<H> {
 
     fn next_deadline(&self) -> Option<Instant> {
         let timeout = self.ni.cfg.timeout;
-        let expiry = self.queue.iter().map(|q| q.since + timeout).min();
+        let (expiry, waiting) = {
+            let st = self.tx.lock();
+            // The queue is in arrival order: its head expires first.
+            (
+                st.queue.front().map(|q| q.since + timeout),
+                !st.queue.is_empty(),
+            )
+        };
         // A retry time already passed was acted on by maybe_connect (or is held back by
         // the refusal rule): only a future one wakes the task.
         let now = Instant::now();
-        let retry = self.retry_at.filter(|t| !self.queue.is_empty() && *t > now);
+        let retry = self.retry_at.filter(|t| waiting && *t > now);
         [expiry, retry, self.keepalive_due()]
             .into_iter()
             .flatten()
@@ -675,39 +558,42 @@ impl<H: LndHandler> PeerTask<H> {
     fn on_timer(&mut self) {
         let now = Instant::now();
         let timeout = self.ni.cfg.timeout;
-        if self.queue.iter().any(|q| q.since + timeout <= now) {
-            let (expired, kept): (VecDeque<Queued>, VecDeque<Queued>) =
-                std::mem::take(&mut self.queue)
+        let min_bulk = self.ni.cfg.min_bulk;
+        let mut done = Done::new();
+        {
+            let mut st = self.tx.lock();
+            if st.queue.iter().any(|q| q.since + timeout <= now) {
+                let (expired, kept): (VecDeque<Queued>, VecDeque<Queued>) = st
+                    .take_queue()
                     .into_iter()
                     .partition(|q| q.since + timeout <= now);
-            self.queue = kept;
-            let cands = self.candidates();
-            for q in expired {
-                let frame_len = lnet_frame_len(HeaderForm::Nid4, q.tx.payload.len());
-                let carried =
-                    placement::choose(&cands, Traffic::Lnet { frame_len }, self.ni.cfg.min_bulk)
-                        .is_some();
-                let failure = if carried {
-                    TxFailure::QueuedTooLong
-                } else {
-                    TxFailure::WaitedForConnection
-                };
-                self.complete(&q.tx, Some((failure, format!("queued for {timeout:?}"))));
+                st.queue = kept;
+                for q in expired {
+                    let frame_len = lnet_frame_len(HeaderForm::Nid4, q.tx.payload.len());
+                    let carried =
+                        placement::choose(&st.cands, Traffic::Lnet { frame_len }, min_bulk)
+                            .is_some();
+                    let failure = if carried {
+                        TxFailure::QueuedTooLong
+                    } else {
+                        TxFailure::WaitedForConnection
+                    };
+                    done.push((q.tx, Some((failure, format!("queued for {timeout:?}")))));
+                }
             }
-        }
-        if self.keepalive_due().is_some_and(|due| due <= now) {
-            self.last_keepalive = Some(now);
-            let cands = self.candidates();
-            let chosen = placement::choose(&cands, Traffic::NoopNonBlocking, self.ni.cfg.min_bulk);
-            if let Some(conn) = chosen.and_then(|i| self.conns.get_mut(i)) {
+            if self.keepalive_due().is_some_and(|due| due <= now) {
+                self.last_keepalive = Some(now);
+                let chosen = placement::choose(&st.cands, Traffic::NoopNonBlocking, min_bulk);
                 // Skipped if that connection already has something queued.
-                if conn.queued_bytes == 0 && conn.version >= ProtoVersion::V3 {
-                    let _ = conn
-                        .writer
-                        .try_send(WriteItem::Noop(KsockHeader::keepalive()));
+                let idle = chosen
+                    .and_then(|i| st.cands.get(i))
+                    .filter(|c| c.queued_bytes == 0 && c.version >= ProtoVersion::V3);
+                if let (Some(i), Some(_)) = (chosen, idle) {
+                    st.try_write(i, WriteItem::Noop(KsockHeader::keepalive()));
                 }
             }
         }
+        self.complete_all(done);
     }
 }
 

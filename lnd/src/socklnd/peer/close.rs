@@ -1,10 +1,9 @@
 //! Closing a peer's connections: one that ended takes its siblings with it, sends are
 //! completed or requeued, and the upper layer hears when the peer is down.
 
-use tokio::sync::mpsc;
-
-use super::{PeerTask, Queued};
-use crate::lnd::{LndHandler, PeerDown, TxRequest};
+use super::tx::{Done, Queued};
+use super::PeerTask;
+use crate::lnd::{LndHandler, PeerDown};
 use crate::socklnd::conn::end::ConnEnd;
 use crate::socklnd::stats::CloseReason;
 use crate::socklnd::status::TxFailure;
@@ -34,7 +33,8 @@ impl<H: LndHandler> PeerTask<H> {
     /// up, nothing waits to be sent, and it was not told already.
     pub(super) fn maybe_peer_down(&mut self, failure: TxFailure, why: &str) {
         let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
-        if self.down_reported || !self.conns.is_empty() || busy || !self.queue.is_empty() {
+        if self.down_reported || !self.conns.is_empty() || busy || !self.tx.lock().queue.is_empty()
+        {
             return;
         }
         self.down_reported = true;
@@ -73,53 +73,61 @@ impl<H: LndHandler> PeerTask<H> {
             tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, ?reason, "socklnd: connection closed: {end}");
         }
         let current = conn.progress.current();
-        let seqs: Vec<u64> = self
-            .inflight
-            .iter()
-            .filter(|(_, inf)| inf.conn == id)
-            .map(|(seq, _)| *seq)
-            .collect();
-        let mut back = Vec::new();
-        for seq in seqs {
-            let Some(inf) = self.inflight.remove(&seq) else {
-                continue;
-            };
-            self.credits.give_back();
-            if conn.progress.is_done(seq) {
-                self.complete(&inf.tx, None);
-            } else if stopping {
-                self.complete(&inf.tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
-            } else if current == Some(seq) {
-                self.complete(&inf.tx, Some((end.failure(), end.to_string())));
-            } else {
-                back.push(Queued {
-                    tx: inf.tx,
-                    since: inf.since,
-                });
+        let mut done = Done::new();
+        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
+        {
+            let mut st = self.tx.lock();
+            st.remove_conn(id);
+            let seqs: Vec<u64> = st
+                .inflight
+                .iter()
+                .filter(|(_, inf)| inf.conn == id)
+                .map(|(seq, _)| *seq)
+                .collect();
+            let mut back = Vec::new();
+            for seq in seqs {
+                let Some(inf) = st.inflight.remove(&seq) else {
+                    continue;
+                };
+                st.credits.give_back();
+                if conn.progress.is_done(seq) {
+                    done.push((inf.tx, None));
+                } else if stopping {
+                    done.push((inf.tx, Some((TxFailure::Stopped, "NI stopped".to_owned()))));
+                } else if current == Some(seq) {
+                    done.push((inf.tx, Some((end.failure(), end.to_string()))));
+                } else {
+                    back.push(Queued {
+                        tx: inf.tx,
+                        since: inf.since,
+                    });
+                }
+            }
+            for q in back.into_iter().rev() {
+                st.queue.push_front(q);
+            }
+            if st.has_no_conn() && !busy {
+                // Nothing left of this incarnation of the peer.
+                st.pending_noops.clear();
             }
         }
-        for q in back.into_iter().rev() {
-            self.queue.push_front(q);
-        }
-        let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
         if self.conns.is_empty() && !busy {
-            // Nothing left of this incarnation of the peer.
             self.record = None;
-            self.pending_noops.clear();
         }
+        self.complete_all(done);
     }
 
-    pub(super) fn shutdown(&mut self, data_rx: &mut mpsc::Receiver<TxRequest>) {
+    pub(super) fn shutdown(&mut self) {
         self.connects.abort_all();
+        {
+            let mut st = self.tx.lock();
+            self.tx.stop(&mut st);
+        }
         let ids: Vec<u64> = self.conns.iter().map(|c| c.id).collect();
         for id in ids {
             self.close_conn(id, &ConnEnd::Local, true);
         }
         self.fail_queue(TxFailure::Stopped, "NI stopped");
-        data_rx.close();
-        while let Ok(tx) = data_rx.try_recv() {
-            self.complete(&tx, Some((TxFailure::Stopped, "NI stopped".to_owned())));
-        }
         self.tasks.abort_all();
     }
 }

@@ -25,8 +25,6 @@ pub(crate) enum PeerCmd {
     },
     /// The accepted connection's reply could not be written: release its slot.
     Withdraw { ctype: ConnType },
-    /// A writer handed these sends to TCP whole (one round of writes).
-    Sent { conn: u64, seqs: Vec<u64> },
     /// A connection ended.
     Closed { conn: u64, end: ConnEnd },
     /// A frame asking for zero-copy was received whole: acknowledge its cookie.

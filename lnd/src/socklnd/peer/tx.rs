@@ -1,0 +1,381 @@
+//! The send side of one peer, shared by its task, the NI's senders and the peer's
+//! writers: the queue, the sends handed to connections, the peer credits.
+//!
+//! Whoever frees what a waiting send needs moves it on at once: a sender that finds a
+//! credit and a connection hands its frame to that connection's writer itself, and a
+//! writer done with a round of writes completes those sends and dispatches what waits.
+//! A send therefore crosses one hand-off, from its caller to a writer; the peer task is
+//! woken only for what it alone does (opening connections, waiting for an NI credit,
+//! timing out the queue). The lock is short, never held across an await, and
+//! completions run after it is released.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use lnet::{HeaderForm, ProcessId};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use super::NiShared;
+use crate::lnd::{LndHandler, TxCompletion, TxRequest};
+use crate::socklnd::conn::WriteItem;
+use crate::socklnd::credits::TxCredits;
+use crate::socklnd::placement::{self, Candidate, Traffic};
+use crate::socklnd::status::TxFailure;
+use crate::socklnd::wire::{lnet_frame_len, KsockHeader};
+
+/// A send waiting for a credit or a connection.
+pub(crate) struct Queued {
+    pub(crate) tx: TxRequest,
+    pub(crate) since: Instant,
+}
+
+/// A send handed to a connection's writer and not yet completed.
+pub(crate) struct Inflight {
+    pub(crate) tx: TxRequest,
+    pub(crate) since: Instant,
+    pub(crate) conn: u64,
+    pub(crate) frame_len: usize,
+    pub(crate) _permit: OwnedSemaphorePermit,
+}
+
+/// Sends to complete once the lock is released, with why they failed if they did.
+pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
+
+/// What the peer task is asked to do after a change made outside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Wake {
+    task: bool,
+    senders: bool,
+}
+
+/// The send state behind the lock.
+pub(crate) struct TxState {
+    /// The writer of each established connection, in the order of `cands`.
+    writers: Vec<(u64, mpsc::Sender<WriteItem>)>,
+    /// Each established connection as placement sees it.
+    pub(crate) cands: Vec<Candidate>,
+    pub(crate) queue: VecDeque<Queued>,
+    pub(crate) inflight: BTreeMap<u64, Inflight>,
+    pub(crate) credits: TxCredits,
+    spare_permit: Option<OwnedSemaphorePermit>,
+    /// The head of the queue waits for an NI credit: the task waits for one.
+    pub(crate) want_permit: bool,
+    next_seq: u64,
+    use_clock: u64,
+    /// ZC-ACKs waiting for room on a writer.
+    pub(crate) pending_noops: VecDeque<KsockHeader>,
+    /// The peer task stopped: no send is taken any more.
+    pub(crate) stopped: bool,
+    /// A sender waits for room in the queue.
+    senders_waiting: bool,
+}
+
+/// The shared send side of a peer.
+pub(crate) struct PeerTx {
+    state: Mutex<TxState>,
+    /// Wakes the peer task: sends wait that it must act on.
+    pub(crate) kick: Notify,
+    /// Wakes senders waiting for room in the queue.
+    room: Notify,
+    ni_credits: Arc<Semaphore>,
+    min_bulk: usize,
+    queue_limit: usize,
+}
+
+impl PeerTx {
+    /// An empty send side with `peer_credits` credits, taking NI credits from
+    /// `ni_credits` and queueing at most `queue_limit` sends.
+    pub(crate) fn new(
+        peer_credits: u32,
+        ni_credits: Arc<Semaphore>,
+        min_bulk: usize,
+        queue_limit: usize,
+    ) -> PeerTx {
+        PeerTx {
+            state: Mutex::new(TxState {
+                writers: Vec::new(),
+                cands: Vec::new(),
+                queue: VecDeque::new(),
+                inflight: BTreeMap::new(),
+                credits: TxCredits::new(peer_credits),
+                spare_permit: None,
+                want_permit: false,
+                next_seq: 1,
+                use_clock: 0,
+                pending_noops: VecDeque::new(),
+                stopped: false,
+                senders_waiting: false,
+            }),
+            kick: Notify::new(),
+            room: Notify::new(),
+            ni_credits,
+            min_bulk,
+            queue_limit,
+        }
+    }
+
+    /// The state, for a short change that never awaits.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, TxState> {
+        // Nothing under this lock panics; a poisoned lock still holds consistent state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `tx` and dispatches what can go, waiting while the queue is full. Gives the
+    /// send back if the peer task has stopped.
+    pub(crate) async fn send(&self, tx: TxRequest) -> Result<(), TxRequest> {
+        loop {
+            let room = self.room.notified();
+            {
+                let mut st = self.lock();
+                if st.stopped {
+                    return Err(tx);
+                }
+                if st.queue.len() < self.queue_limit {
+                    let was_empty = st.queue.is_empty();
+                    let wanted = st.want_permit;
+                    st.queue.push_back(Queued {
+                        tx,
+                        since: Instant::now(),
+                    });
+                    self.dispatch(&mut st);
+                    // The task times out the queue, opens connections and waits for NI
+                    // credits: it hears of a queue that stopped being empty, and of a
+                    // wait for an NI credit that began.
+                    let kick = (was_empty && !st.queue.is_empty()) || (!wanted && st.want_permit);
+                    drop(st);
+                    if kick {
+                        self.kick.notify_one();
+                    }
+                    return Ok(());
+                }
+                st.senders_waiting = true;
+            }
+            room.await;
+        }
+    }
+
+    /// A writer handed `seqs` to TCP whole on connection `conn`: their credits come back,
+    /// what waits moves on, and the caller completes the returned sends.
+    pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Done {
+        let mut done = Done::with_capacity(seqs.len());
+        let mut st = self.lock();
+        let pos = st.writers.iter().position(|(id, _)| *id == conn);
+        for seq in seqs {
+            let Some(inf) = st.inflight.remove(seq) else {
+                continue;
+            };
+            st.credits.give_back();
+            if let Some(c) = pos.and_then(|i| st.cands.get_mut(i)) {
+                c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
+            }
+            done.push((inf.tx, None));
+        }
+        let wake = self.dispatch_outside_task(&mut st);
+        drop(st);
+        self.wake(wake);
+        done
+    }
+
+    /// Moves queued sends onto connections while credits last, and wakes the senders
+    /// waiting for room if there is some; run by the task (every turn of its loop), which
+    /// acts on what it finds next.
+    pub(crate) fn dispatch_in_task(&self, st: &mut TxState) {
+        self.dispatch(st);
+        if st.senders_waiting && st.queue.len() < self.queue_limit {
+            st.senders_waiting = false;
+            self.room.notify_waiters();
+        }
+    }
+
+    /// An NI credit came for the head of the queue.
+    pub(crate) fn permit(&self, st: &mut TxState, permit: OwnedSemaphorePermit) {
+        st.want_permit = false;
+        st.spare_permit = Some(permit);
+        self.dispatch_in_task(st);
+    }
+
+    /// Stops taking sends and wakes every sender waiting for room.
+    pub(crate) fn stop(&self, st: &mut TxState) {
+        st.stopped = true;
+        st.senders_waiting = false;
+        self.room.notify_waiters();
+    }
+
+    fn dispatch_outside_task(&self, st: &mut TxState) -> Wake {
+        let wanted = st.want_permit;
+        self.dispatch(st);
+        let senders = st.senders_waiting && st.queue.len() < self.queue_limit;
+        if senders {
+            st.senders_waiting = false;
+        }
+        Wake {
+            task: !wanted && st.want_permit,
+            senders,
+        }
+    }
+
+    fn wake(&self, wake: Wake) {
+        if wake.senders {
+            self.room.notify_waiters();
+        }
+        if wake.task {
+            self.kick.notify_one();
+        }
+    }
+
+    /// Moves queued sends onto connections while peer and NI credits last.
+    fn dispatch(&self, st: &mut TxState) {
+        st.flush_noops(self.min_bulk);
+        while let Some(head) = st.queue.front() {
+            if st.credits.available() == 0 {
+                break;
+            }
+            let frame_len = lnet_frame_len(HeaderForm::Nid4, head.tx.payload.len());
+            let traffic = Traffic::Lnet { frame_len };
+            let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
+                break;
+            };
+            let permit = match st.spare_permit.take() {
+                Some(p) => p,
+                None => match self.ni_credits.clone().try_acquire_owned() {
+                    Ok(p) => p,
+                    Err(_) => {
+                        st.want_permit = true;
+                        break;
+                    }
+                },
+            };
+            let Some((conn, writer)) = st.writers.get(i) else {
+                st.spare_permit = Some(permit);
+                break;
+            };
+            let conn = *conn;
+            let seq = st.next_seq;
+            let item = WriteItem::Lnet {
+                seq,
+                header: head.tx.header,
+                payload: head.tx.payload.clone(),
+            };
+            if writer.try_send(item).is_err() {
+                st.spare_permit = Some(permit);
+                break;
+            }
+            let Some(q) = st.queue.pop_front() else {
+                break;
+            };
+            st.next_seq += 1;
+            st.use_clock += 1;
+            let clock = st.use_clock;
+            if let Some(c) = st.cands.get_mut(i) {
+                c.queued_bytes += frame_len;
+                c.last_used = clock;
+            }
+            st.credits.try_take();
+            st.inflight.insert(
+                seq,
+                Inflight {
+                    tx: q.tx,
+                    since: q.since,
+                    conn,
+                    frame_len,
+                    _permit: permit,
+                },
+            );
+        }
+        if st.queue.is_empty() {
+            // Nothing waits: give an NI credit taken in advance back to the other peers.
+            st.spare_permit = None;
+            st.want_permit = false;
+        }
+        let queued = st.queue.len();
+        st.credits.note(queued);
+    }
+}
+
+impl TxState {
+    /// Starts using connection `id`'s writer.
+    pub(crate) fn add_conn(&mut self, id: u64, writer: mpsc::Sender<WriteItem>, cand: Candidate) {
+        self.writers.push((id, writer));
+        self.cands.push(cand);
+    }
+
+    /// Stops using connection `id`'s writer; whether it was in use.
+    pub(crate) fn remove_conn(&mut self, id: u64) -> bool {
+        let Some(pos) = self.writers.iter().position(|(c, _)| *c == id) else {
+            return false;
+        };
+        self.writers.remove(pos);
+        self.cands.remove(pos);
+        true
+    }
+
+    /// Whether no connection is in use.
+    pub(crate) fn has_no_conn(&self) -> bool {
+        self.writers.is_empty()
+    }
+
+    /// Queues `item` on the connection at placement index `i`; whether it was taken.
+    pub(crate) fn try_write(&mut self, i: usize, item: WriteItem) -> bool {
+        let Some((_, writer)) = self.writers.get(i) else {
+            return false;
+        };
+        if writer.try_send(item).is_err() {
+            return false;
+        }
+        self.use_clock += 1;
+        let clock = self.use_clock;
+        if let Some(c) = self.cands.get_mut(i) {
+            c.last_used = clock;
+        }
+        true
+    }
+
+    /// Queues waiting NOOPs where NOOPs go.
+    pub(crate) fn flush_noops(&mut self, min_bulk: usize) {
+        while let Some(k) = self.pending_noops.front().copied() {
+            let Some(i) = placement::choose_noop(&self.cands, min_bulk) else {
+                break;
+            };
+            if !self.try_write(i, WriteItem::Noop(k)) {
+                break;
+            }
+            self.pending_noops.pop_front();
+        }
+    }
+
+    /// Takes every queued send out, to fail them.
+    pub(crate) fn take_queue(&mut self) -> VecDeque<Queued> {
+        std::mem::take(&mut self.queue)
+    }
+}
+
+/// Completes `tx` (sent to `peer`) with the upper layer.
+pub(crate) fn complete<H: LndHandler>(
+    ni: &NiShared<H>,
+    peer: ProcessId,
+    tx: &TxRequest,
+    failure: Option<(TxFailure, String)>,
+) {
+    let (status, reason) = match failure {
+        None => (lnet::health::HealthStatus::Ok, None),
+        Some((f, why)) => (f.status(), Some(why)),
+    };
+    if let Some(why) = &reason {
+        tracing::debug!(%peer, id = tx.id.0, %status, "socklnd: send failed: {why}");
+    }
+    ni.handler.on_send_complete(TxCompletion {
+        id: tx.id,
+        ni: ni.me.nid,
+        peer: tx.peer,
+        status,
+        reason,
+    });
+}
+
+/// Completes every send of `done`.
+pub(crate) fn complete_all<H: LndHandler>(ni: &NiShared<H>, peer: ProcessId, done: Done) {
+    for (tx, failure) in done {
+        complete(ni, peer, &tx, failure);
+    }
+}
