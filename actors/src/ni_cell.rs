@@ -2,18 +2,43 @@
 //! health value, its round-robin counter, when it was last heard from, and the messages
 //! the forwarding path counted for it.
 //!
-//! The actor owns the cell (it creates it, writes the health value, and queues messages
-//! that find no credit); the forwarding path reads it and charges credits in place,
-//! without a message to the actor. The forwarding path only takes a credit that is free:
-//! a message that would have to wait takes the actor's path and waits in its queue. A
-//! credit the forwarding path gives back while messages wait in the actor's queue is
-//! passed on by the actor ([`NiCell::give_back`] says when).
+//! The actor owns the cell (it creates it and writes the health value); the forwarding
+//! path reads it and charges credits in place, without a message to the actor. A message
+//! that finds no credit waits, as in the kernel's credit queues, in one queue per cell in
+//! arrival order, whichever path it took: the actor keeps its own messages and leaves a
+//! [`Waiter::Actor`] mark here, the forwarding path leaves its message itself
+//! ([`Waiter::Path`]). Whoever gives a credit back while messages wait is handed the
+//! oldest waiter ([`NiCell::give_back`]) and lets it go: it tells the actor, or resumes
+//! the forwarding path's send in place.
+//!
+//! The count is an atomic, taken without the lock while credits are free; a count that
+//! goes below zero, and the queue behind it, change only under the queue's lock, so a
+//! credit given back always finds the waiter it is owed.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::health::HealthValue;
 use lnet::time::Millis;
 use lnet::MsgType;
+
+/// A message waiting for a credit of a cell.
+pub(crate) enum Waiter {
+    /// The oldest message in the owning actor's own queue.
+    Actor,
+    /// A send of the forwarding path: called once its credit is taken.
+    Path(Box<dyn FnOnce() + Send>),
+}
+
+impl std::fmt::Debug for Waiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Waiter::Actor => "Waiter::Actor",
+            Waiter::Path(_) => "Waiter::Path",
+        })
+    }
+}
 
 /// The shared part of one local NI or peer NI. See the module documentation.
 #[derive(Debug)]
@@ -21,6 +46,7 @@ pub struct NiCell {
     credits: AtomicI32,
     min: AtomicI32,
     max: u32,
+    waiting: Mutex<VecDeque<Waiter>>,
     health: AtomicU32,
     seq: AtomicU64,
     /// Milliseconds of the node's clock plus one; 0: never.
@@ -68,6 +94,7 @@ impl NiCell {
             credits: AtomicI32::new(full),
             min: AtomicI32::new(full),
             max,
+            waiting: Mutex::new(VecDeque::new()),
             health: AtomicU32::new(HealthValue::MAX.get()),
             seq: AtomicU64::new(0),
             last_alive: AtomicU64::new(0),
@@ -79,15 +106,28 @@ impl NiCell {
         self.min.fetch_min(now, Relaxed);
     }
 
-    /// Charges a credit whether or not one is free (the actor's path): the credits
-    /// after; negative means the message waits.
-    pub(crate) fn take(&self) -> i32 {
-        let now = self.credits.fetch_sub(1, Relaxed).saturating_sub(1);
-        self.note_min(now);
-        now
+    fn queue(&self) -> MutexGuard<'_, VecDeque<Waiter>> {
+        // Nothing under this lock panics; a poisoned queue is still consistent.
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Charges a credit only if one is free (the forwarding path).
+    /// Charges a credit for `item`: `Some(item)` when one was free and it may go now;
+    /// otherwise `wrap(item)` waits in the queue (the count goes below zero) and `None`.
+    pub(crate) fn take_or_queue<T>(&self, item: T, wrap: impl FnOnce(T) -> Waiter) -> Option<T> {
+        if self.try_take() {
+            return Some(item);
+        }
+        let mut waiting = self.queue();
+        let before = self.credits.fetch_sub(1, Relaxed);
+        self.note_min(before.saturating_sub(1));
+        if before > 0 {
+            return Some(item);
+        }
+        waiting.push_back(wrap(item));
+        None
+    }
+
+    /// Charges a credit only if one is free.
     pub(crate) fn try_take(&self) -> bool {
         let taken = self
             .credits
@@ -101,10 +141,16 @@ impl NiCell {
         }
     }
 
-    /// Gives a credit back. True when a message waits in the actor's queue for it: the
-    /// actor must send it.
-    pub(crate) fn give_back(&self) -> bool {
-        self.credits.fetch_add(1, Relaxed) < 0
+    /// Gives a credit back: the oldest waiter, now holding that credit, if one waits.
+    /// The caller lets it go: tells the actor ([`Waiter::Actor`]) or calls it.
+    #[must_use = "a waiter handed the credit must be let go"]
+    pub(crate) fn give_back(&self) -> Option<Waiter> {
+        if self.credits.fetch_add(1, Relaxed) >= 0 {
+            return None;
+        }
+        // The count went below zero under the lock, with its waiter queued before the
+        // lock was let go: the waiter is there.
+        self.queue().pop_front()
     }
 
     /// The credits now (negative: that many messages wait).
@@ -184,19 +230,66 @@ impl NiCell {
 
 #[cfg(test)]
 mod tests {
-    use super::NiCell;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+    use std::sync::Arc;
+
+    use super::{NiCell, Waiter};
 
     #[test]
-    fn the_forwarding_path_takes_only_free_credits_and_says_when_one_is_owed() {
+    fn messages_beyond_the_credits_wait_in_arrival_order_whichever_path_took_them() {
         let c = NiCell::new(2);
+        let went = Arc::new(AtomicUsize::new(0));
+        let path = |n: usize| {
+            let went = Arc::clone(&went);
+            Waiter::Path(Box::new(move || went.store(n, Relaxed)))
+        };
         assert!(c.try_take());
-        assert_eq!(c.take(), 0);
+        assert_eq!(c.take_or_queue(1, |_| Waiter::Actor), Some(1));
         assert!(!c.try_take(), "no credit free");
-        assert_eq!(c.take(), -1, "the actor's message waits");
-        assert_eq!(c.min_credits(), -1);
-        assert!(c.give_back(), "a message waits: the actor sends it");
-        assert!(!c.give_back());
-        assert!(!c.give_back());
-        assert_eq!((c.credits(), c.max_credits()), (2, 2));
+        assert_eq!(c.take_or_queue(2, |_| Waiter::Actor), None);
+        assert_eq!(c.take_or_queue(3, path), None);
+        assert_eq!((c.credits(), c.min_credits()), (-2, -2));
+        assert!(matches!(c.give_back(), Some(Waiter::Actor)), "the oldest");
+        match c.give_back() {
+            Some(Waiter::Path(go)) => go(),
+            other => panic!("the path's send is next, not {other:?}"),
+        }
+        assert_eq!(went.load(Relaxed), 3);
+        assert!(c.give_back().is_none());
+        assert!(c.give_back().is_none());
+        assert_eq!((c.credits(), c.max_credits(), c.min_credits()), (2, 2, -2));
+    }
+
+    #[test]
+    fn every_credit_given_back_from_other_threads_finds_the_waiter_it_is_owed() {
+        let c = Arc::new(NiCell::new(4));
+        let went = Arc::new(AtomicUsize::new(0));
+        let rounds = 20_000usize;
+        let givers: Vec<_> = (0..2)
+            .map(|_| {
+                let (c, went) = (Arc::clone(&c), Arc::clone(&went));
+                std::thread::spawn(move || {
+                    for _ in 0..rounds {
+                        let w = Arc::clone(&went);
+                        let go = move || {
+                            w.fetch_add(1, Relaxed);
+                        };
+                        if let Some(go) = c.take_or_queue(go, |go| Waiter::Path(Box::new(go))) {
+                            go();
+                        }
+                        match c.give_back() {
+                            Some(Waiter::Path(go)) => go(),
+                            Some(Waiter::Actor) => panic!("no actor here"),
+                            None => {}
+                        }
+                    }
+                })
+            })
+            .collect();
+        for g in givers {
+            g.join().unwrap();
+        }
+        assert_eq!(went.load(Relaxed), 2 * rounds, "every message went once");
+        assert_eq!(c.credits(), 4);
     }
 }

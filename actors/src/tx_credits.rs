@@ -2,13 +2,14 @@
 //! and peer NI actors keep them: a send takes a credit and goes at once while the count
 //! stays at zero or above, else it waits (the count goes negative: that many wait); a
 //! completed send gives its credit back and lets the oldest waiting message go, whose
-//! credit was taken when it was queued. The count itself is in the NI's [`NiCell`], where
-//! the forwarding path charges it in place.
+//! credit was taken when it was queued. The count and the line of waiters are in the NI's
+//! [`NiCell`], shared with the forwarding path: a credit may go to a message of either,
+//! oldest first.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::ni_cell::NiCell;
+use crate::ni_cell::{NiCell, Waiter};
 
 /// Credits and the queue of messages (`T`) waiting for one.
 #[derive(Debug)]
@@ -28,24 +29,27 @@ impl<T> TxCredits<T> {
 
     /// Charges a credit for `item`: `Some(item)` when it may go now, `None` when it waits.
     pub(crate) fn take(&mut self, item: T) -> Option<T> {
-        if self.cell.take() >= 0 {
-            Some(item)
-        } else {
-            self.waiting.push_back(item);
-            None
-        }
+        let waiting = &mut self.waiting;
+        // The cell keeps this item's place in the line; the item waits here.
+        self.cell.take_or_queue(item, |item| {
+            waiting.push_back(item);
+            Waiter::Actor
+        })
     }
 
-    /// Gives a credit back: the waiting item that may go now, if any.
+    /// Gives a credit back: the waiting item that may go now, if it is one of ours (a
+    /// send of the forwarding path owed the credit is resumed here).
     pub(crate) fn give_back(&mut self) -> Option<T> {
-        if self.cell.give_back() {
-            self.waiting.pop_front()
-        } else {
-            None
+        match self.cell.give_back()? {
+            Waiter::Actor => self.waiting.pop_front(),
+            Waiter::Path(go) => {
+                go();
+                None
+            }
         }
     }
 
-    /// The forwarding path gave a credit back while items waited: the oldest may go.
+    /// The forwarding path handed a credit to one of our waiting items: the oldest goes.
     pub(crate) fn passed_on(&mut self) -> Option<T> {
         self.waiting.pop_front()
     }
@@ -94,7 +98,10 @@ mod tests {
         let mut c = TxCredits::new(Arc::clone(&cell));
         assert!(cell.try_take(), "the forwarding path's send");
         assert_eq!(c.take(7), None);
-        assert!(cell.give_back(), "a waiting item is owed the credit");
+        assert!(
+            matches!(cell.give_back(), Some(crate::ni_cell::Waiter::Actor)),
+            "a waiting item is owed the credit"
+        );
         assert_eq!(c.passed_on(), Some(7));
         assert_eq!(c.give_back(), None);
         assert_eq!(c.now(), 1);

@@ -637,3 +637,71 @@ async fn a_forwarded_send_that_fails_is_handed_to_the_actors_which_apply_the_hea
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn forwarded_messages_beyond_the_next_hops_credits_wait_in_place_and_all_take_the_forwarding_path(
+) {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        // R1 holds up to 16 messages from A in router buffers, but may have only 2 sends
+        // to B under way; its link to B is slow, so most forwarded PUTs wait for a credit.
+        let fabric = Fabric::new();
+        let r1_config = NodeConfig {
+            peer_credits: 2,
+            peer_buffer_credits: 16,
+            ..config(true, None)
+        };
+        let r1 = start(&fabric, r1_config, &[R1A, R1B]).await;
+        let a = start(&fabric, config(false, None), &[A]).await;
+        let b = start(&fabric, config(false, None), &[B]).await;
+        a.add_route(route("tcp1", R1A)).await.unwrap();
+        b.add_route(route("tcp", R1B)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let mut md = b.attach(MdSpec { depth: 256, ..md() }).await.unwrap();
+        let got = a.put(put_of(B, 100, 0)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(md.try_recv().is_ok());
+        fabric.set_link_latency(nid(R1B), nid(B), Some(Duration::from_millis(20)));
+
+        let before = r1.forwarding();
+        let mut txns = Vec::new();
+        for i in 0..48u8 {
+            txns.push(a.put(put_of(B, 100, i)).await.unwrap());
+        }
+        for txn in txns {
+            let got = txn.finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        }
+        let mut fills = Vec::new();
+        while let Ok(m) = md.try_recv() {
+            fills.push(m.payload[0]);
+        }
+        fills.sort_unstable();
+        assert_eq!(
+            fills,
+            (0..48u8).collect::<Vec<_>>(),
+            "each PUT delivered once"
+        );
+
+        let after = r1.forwarding();
+        assert_eq!(
+            after.fast - before.fast,
+            96,
+            "48 PUTs and their ACKs: {after:?}"
+        );
+        assert_eq!(after.by_actor, before.by_actor, "{after:?}");
+        assert_eq!(after.handed_over, before.handed_over, "{after:?}");
+        assert!(after.waited > before.waited, "some waited: {after:?}");
+        let b_ni = peer_ni(&r1, B).await;
+        assert!(b_ni.min_tx_credits < 0, "queued for a credit: {b_ni:?}");
+        assert_eq!(b_ni.tx_credits, 2, "every credit back: {b_ni:?}");
+        println!(
+            "{} of 96 forwarded messages waited for a credit; B's credits low-water mark {}",
+            after.waited - before.waited,
+            b_ni.min_tx_credits
+        );
+    })
+    .await
+    .unwrap();
+}

@@ -8,21 +8,26 @@
 //!
 //! 1. decides the next hop ([`lnet::forward::ForwardTable::next_hop`]) from the snapshot
 //!    and the live health and credits in the cells;
-//! 2. charges a peer NI tx credit and a local NI tx credit in place (only free ones);
+//! 2. charges a local NI tx credit in place (a free one);
 //! 3. counts the message where the NI and peer NI actors would, and notes that its net
 //!    was heard;
-//! 4. hands it to the next hop's LND.
+//! 4. charges a peer NI tx credit in place, or leaves the message waiting for one in the
+//!    peer NI's credit queue ([`crate::ni_cell`]), in line with the messages the actors
+//!    queued there;
+//! 5. hands it to the next hop's LND, at once or when a completion gives the credit it
+//!    waits for back (from that completion's task).
 //!
 //! When the send completes OK and both NIs are at full health, the credits and the
-//! router buffer go back in place and a counter goes up: no actor hears of it. Anything
-//! else (a failure, a health below the maximum, a credit that a queued message waits
-//! for) goes to the actors: the message is handed to the LNet actor ([`Adopted`]),
+//! router buffer go back in place (a credit to the message waiting for it, if any) and
+//! a counter goes up: no actor hears of it. Anything else (a failure, a health below the
+//! maximum) goes to the actors: the message is handed to the LNet actor ([`Adopted`]),
 //! which applies the health rules and resends or drops it as for any forwarded message.
 //!
-//! A message the path cannot take as it is (no credit free, an NI or peer NI below full
-//! health or not known yet, fault rules in force, the node draining, a net or gateway
-//! whose state the message would change, no next hop) takes the LNet actor's path from
-//! the start: the path never decides anything the actor would decide differently.
+//! A message the path cannot take as it is (no local NI credit free, an NI or peer NI
+//! below full health or not known yet, fault rules in force, the node draining, a net or
+//! gateway whose state the message would change, no next hop) takes the LNet actor's
+//! path from the start: the path never decides anything the actor would decide
+//! differently.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -31,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use lnd::{RxMessage, TxCompletion, TxId, TxRequest};
+use lnd::{RxMessage, SendError, TxCompletion, TxId, TxRequest};
 use lnet::forward::{ForwardTable, Live};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
@@ -41,7 +46,7 @@ use crate::clock::Clock;
 use crate::driver::Driver;
 use crate::fault::FaultRules;
 use crate::ni::{refusal_status, CreditBack, LocalNiActor, PeerNiActor};
-use crate::ni_cell::NiCell;
+use crate::ni_cell::{NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
 /// The top bit of a [`TxId`] the forwarding path made (the LNet actor's ids never
@@ -106,7 +111,14 @@ pub(crate) struct Adopted {
     pub(crate) received_at: Millis,
 }
 
-/// A next hop whose credits are charged.
+/// A message charged to its next hop, for its LND.
+struct PathSend {
+    tx: TxRequest,
+    ni: Nid,
+    driver: Arc<dyn Driver>,
+}
+
+/// A next hop whose local NI credit is charged.
 struct Charged {
     ni: Nid,
     peer: Nid,
@@ -126,6 +138,8 @@ pub(crate) struct PathCounts {
     pub(crate) adopted: AtomicU64,
     /// Messages the LNet actor forwarded from the start.
     pub(crate) by_actor: AtomicU64,
+    /// Messages the path forwarded after waiting for a peer NI credit.
+    pub(crate) waited: AtomicU64,
 }
 
 /// How this node's forwarded messages went (`Node::forwarding`).
@@ -140,6 +154,8 @@ pub struct ForwardingCounts {
     /// Forwarded by the LNet actor from the start (see the module documentation for
     /// when).
     pub by_actor: u64,
+    /// Of those the forwarding path sent, how many waited for a peer NI credit first.
+    pub waited: u64,
 }
 
 /// The forwarding path's state, shared by the receiving tasks (through the
@@ -254,6 +270,7 @@ impl ForwardPath {
             fast: self.counts.route_count.load(Relaxed),
             handed_over: self.counts.adopted.load(Relaxed),
             by_actor: self.counts.by_actor.load(Relaxed),
+            waited: self.counts.waited.load(Relaxed),
         }
     }
 
@@ -265,7 +282,7 @@ impl ForwardPath {
     /// Forwards `msg`, which holds router buffer `ticket`, if the path can take it as it
     /// is; otherwise gives both back for the actor's path.
     pub(crate) async fn forward(
-        &self,
+        self: &Arc<Self>,
         msg: RxMessage,
         ticket: Ticket,
     ) -> Result<(), (RxMessage, Ticket)> {
@@ -273,11 +290,15 @@ impl ForwardPath {
             return Err((msg, ticket));
         };
         let id = TxId(FAST_TX | self.next_tx.fetch_add(1, Relaxed));
-        let tx = TxRequest {
-            id,
-            peer: c.peer,
-            header: msg.header,
-            payload: msg.payload.clone(),
+        let send = PathSend {
+            tx: TxRequest {
+                id,
+                peer: c.peer,
+                header: msg.header,
+                payload: msg.payload.clone(),
+            },
+            ni: c.ni,
+            driver: Arc::clone(&c.out.driver),
         };
         let flight = InFlight {
             header: msg.header,
@@ -292,20 +313,54 @@ impl ForwardPath {
         if let Some(mut s) = self.shard(id) {
             s.insert(id, flight);
         }
-        if let Err(e) = c.out.driver.send(tx).await {
-            self.complete(TxCompletion {
-                id,
-                ni: c.ni,
-                peer: c.peer,
-                status: refusal_status(&e),
-                reason: Some(e.to_string()),
-            });
+        let path = Arc::clone(self);
+        let now = c.to.cell.take_or_queue(send, move |send| {
+            path.counts.waited.fetch_add(1, Relaxed);
+            Waiter::Path(Box::new(move || path.resume(send)))
+        });
+        if let Some(send) = now {
+            self.send(send).await;
         }
         Ok(())
     }
 
-    /// Decides the next hop and charges its credits, or says the actor's path must take
-    /// the message.
+    /// Sends a message that waited for its peer NI credit, from the task that gave the
+    /// credit back.
+    fn resume(self: Arc<Self>, send: PathSend) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move { self.send(send).await });
+            }
+            Err(_) => {
+                let e = SendError::Stopped { ni: send.ni };
+                self.complete(TxCompletion {
+                    id: send.tx.id,
+                    ni: send.ni,
+                    peer: send.tx.peer,
+                    status: refusal_status(&e),
+                    reason: Some("node stopping".to_owned()),
+                });
+            }
+        }
+    }
+
+    /// Hands a charged message to its LND; a refusal completes it at once.
+    async fn send(&self, send: PathSend) {
+        let PathSend { tx, ni, driver } = send;
+        let (id, peer) = (tx.id, tx.peer);
+        if let Err(e) = driver.send(tx).await {
+            self.complete(TxCompletion {
+                id,
+                ni,
+                peer,
+                status: refusal_status(&e),
+                reason: Some(e.to_string()),
+            });
+        }
+    }
+
+    /// Decides the next hop and charges its local NI credit, or says the actor's path
+    /// must take the message.
     fn charge(&self, msg: &RxMessage) -> Option<Charged> {
         let snap = self.snapshot.load();
         if !snap.routing || !self.faults.is_empty() || msg.header.check_lnet().is_err() {
@@ -336,13 +391,7 @@ impl ForwardPath {
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
         let to = self.peer_ni(&hop.peer)?;
-        if !out.cell.health().is_max() || !to.cell.health().is_max() || !to.cell.try_take() {
-            return None;
-        }
-        if !out.cell.try_take() {
-            if to.cell.give_back() {
-                to.addr.do_send(CreditBack);
-            }
+        if !out.cell.health().is_max() || !to.cell.health().is_max() || !out.cell.try_take() {
             return None;
         }
         // Committed: count it where the actors would.
@@ -390,11 +439,15 @@ impl ForwardPath {
             }
             return;
         }
-        if f.peer_cell.give_back() {
-            f.peer_addr.do_send(CreditBack);
+        match f.peer_cell.give_back() {
+            Some(Waiter::Actor) => f.peer_addr.do_send(CreditBack),
+            Some(Waiter::Path(go)) => go(),
+            None => {}
         }
-        if f.ni_cell.give_back() {
-            f.ni_addr.do_send(CreditBack);
+        match f.ni_cell.give_back() {
+            Some(Waiter::Actor) => f.ni_addr.do_send(CreditBack),
+            Some(Waiter::Path(go)) => go(),
+            None => {}
         }
         self.counts.route_count.fetch_add(1, Relaxed);
         let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
