@@ -63,6 +63,9 @@ pub enum RunError {
     /// The API could not start.
     #[error("API: {0}")]
     Api(#[source] web::WebError),
+    /// The web servers' thread could not start.
+    #[error("cannot start the web servers' thread: {0}")]
+    WebThread(#[source] std::io::Error),
     /// The fault rules kept in the store could not be read.
     #[error("cannot read the fault rules kept in the store")]
     FaultRules(#[source] store::StoreError),
@@ -223,60 +226,38 @@ pub async fn run(
             }
         }
     }
-    let server = match (api, &store) {
-        (Some(settings), Some(store)) => {
-            let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(store)));
-            let sink = Arc::new(crate::api::StoreLog(Arc::clone(store)));
-            let ctx = web::WebContext {
-                node: running.node.clone(),
-                tokens,
-                sink: Some(sink),
-                tunables: plan.tunables.clone(),
-                config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
-            };
-            match crate::api::start_with(&settings, ctx, metrics.exporter_labels).await {
-                Ok(s) => {
-                    println!("lnet-router: API listening on {}", s.local_addr());
-                    Some(s)
-                }
-                Err(e) => {
-                    running.stop().await;
-                    return Err(RunError::Api(e));
-                }
-            }
+    // The API and /metrics run on a thread of their own: a burst of requests never
+    // delays the actors or a CPT's LND tasks, nor the other way round.
+    let wanted = api.is_some() || metrics.listen.is_some();
+    let web = match web_runtime(wanted) {
+        Ok(rt) => rt,
+        Err(e) => {
+            running.stop().await;
+            return Err(RunError::WebThread(e));
         }
-        _ => None,
     };
-    let metrics_server = match metrics.listen {
-        None => None,
-        Some(listen) => {
-            let started = match &server {
-                // Beside the API: the same state (tunables, events, drop counts).
-                Some(api) => api.serve_metrics(listen).await,
-                None => {
-                    let ctx = web::WebContext {
-                        node: running.node.clone(),
-                        tokens: Arc::new(web::MemoryTokens::new()),
-                        sink: None,
-                        tunables: plan.tunables.clone(),
-                        config: None,
-                    };
-                    web::start_metrics(listen, metrics.exporter_labels, ctx).await
-                }
-            };
-            match started {
-                Ok(s) => {
-                    println!("lnet-router: metrics listening on {}", s.local_addr());
-                    Some(s)
-                }
-                Err(e) => {
-                    running.stop().await;
-                    if let Some(s) = server {
-                        s.shutdown().await;
-                    }
-                    return Err(RunError::Api(e));
-                }
-            }
+    let started = match web {
+        None => Ok(Ok((None, None))),
+        Some(web) => {
+            web.spawn(start_web(
+                running.node.clone(),
+                plan.tunables.clone(),
+                store.clone(),
+                api,
+                metrics,
+            ))
+            .await
+        }
+    };
+    let (server, metrics_server) = match started {
+        Ok(Ok(servers)) => servers,
+        Ok(Err(e)) => {
+            running.stop().await;
+            return Err(e);
+        }
+        Err(e) => {
+            running.stop().await;
+            return Err(RunError::WebThread(std::io::Error::other(e)));
         }
     };
     let nids: Vec<String> = plan.nis.iter().map(|n| n.nid.to_string()).collect();
@@ -308,6 +289,82 @@ pub async fn run(
     }
     println!("lnet-router: stopped ({which})");
     Ok(())
+}
+
+/// A runtime on a thread of its own for the web servers, when `wanted`; the thread lives
+/// as long as the process.
+fn web_runtime(wanted: bool) -> std::io::Result<Option<tokio::runtime::Handle>> {
+    if !wanted {
+        return Ok(None);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let handle = rt.handle().clone();
+    std::thread::Builder::new()
+        .name("lnet-web".into())
+        .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+    Ok(Some(handle))
+}
+
+/// Starts the REST API (with `api`, which needs the store: it holds the tokens and the
+/// event log) and the `/metrics` listener (with `metrics.listen`), on the calling
+/// runtime.
+async fn start_web(
+    node: Node,
+    tunables: lnet::tunables::Tunables,
+    store: Option<Arc<store::Store>>,
+    api: Option<crate::api::ApiSettings>,
+    metrics: crate::api::MetricsSettings,
+) -> Result<(Option<web::WebServer>, Option<web::WebServer>), RunError> {
+    let server = match (api, &store) {
+        (Some(settings), Some(store)) => {
+            let tokens = Arc::new(crate::api::StoreTokens(Arc::clone(store)));
+            let sink = Arc::new(crate::api::StoreLog(Arc::clone(store)));
+            let ctx = web::WebContext {
+                node: node.clone(),
+                tokens,
+                sink: Some(sink),
+                tunables: tunables.clone(),
+                config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
+            };
+            let s = crate::api::start_with(&settings, ctx, metrics.exporter_labels)
+                .await
+                .map_err(RunError::Api)?;
+            println!("lnet-router: API listening on {}", s.local_addr());
+            Some(s)
+        }
+        _ => None,
+    };
+    let Some(listen) = metrics.listen else {
+        return Ok((server, None));
+    };
+    let started = match &server {
+        // Beside the API: the same state (tunables, events, drop counts).
+        Some(api) => api.serve_metrics(listen).await,
+        None => {
+            let ctx = web::WebContext {
+                node,
+                tokens: Arc::new(web::MemoryTokens::new()),
+                sink: None,
+                tunables,
+                config: None,
+            };
+            web::start_metrics(listen, metrics.exporter_labels, ctx).await
+        }
+    };
+    match started {
+        Ok(s) => {
+            println!("lnet-router: metrics listening on {}", s.local_addr());
+            Ok((server, Some(s)))
+        }
+        Err(e) => {
+            if let Some(s) = server {
+                s.shutdown().await;
+            }
+            Err(RunError::Api(e))
+        }
+    }
 }
 
 async fn start(

@@ -64,6 +64,15 @@ fn vm_hwm_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// The names of the router's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_owned())
+        .collect()
+}
+
 async fn routing(client: &reqwest::Client) -> serde_json::Value {
     client
         .get(format!("http://127.0.0.1:{API}/api/v1/routing"))
@@ -163,6 +172,13 @@ lnet-router:
         seen.len()
     });
     let client = reqwest::Client::new();
+    // The API has a thread of its own, apart from the actors and the CPTs' LND tasks.
+    let threads = thread_names(router.pid());
+    assert_eq!(
+        threads.iter().filter(|t| *t == "lnet-web").count(),
+        1,
+        "{threads:?}"
+    );
     let before_kib = vm_hwm_kib(router.pid());
     let payload = Bytes::from(vec![9u8; 1 << 20]);
     let ok = timeout(WAIT * 4, async {
