@@ -165,8 +165,10 @@ pub enum NetStatusReason {
     Heard,
     /// The link of an NI on it went down or came up.
     Link,
-    /// The node is draining before it stops.
+    /// The node is draining: out of service (before it stops, or at run time).
     Draining,
+    /// The node's drain ended: it is back in service.
+    Undrained,
 }
 
 /// Why a forwarded message was dropped.

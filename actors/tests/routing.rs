@@ -705,3 +705,199 @@ async fn forwarded_messages_beyond_the_next_hops_credits_wait_in_place_and_all_t
     .await
     .unwrap();
 }
+
+/// What the streaming PUTs saw: each PUT's outcome, and each PUT B received with the
+/// router it came through and when (virtual time since the start).
+#[derive(Default)]
+struct Stream {
+    ok: usize,
+    failed: Vec<Vec<actors::MsgEvent>>,
+    at_b: Vec<(Duration, Nid)>,
+}
+
+/// `workers` loops on A, each sending a PUT with an ACK to B (waiting for it, then 1 ms)
+/// until `stop`; B's receiver records where each PUT came from.
+fn stream_puts(
+    t: &Topology,
+    mut md_rx: tokio::sync::mpsc::Receiver<lnd::RxMessage>,
+    workers: u8,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::sync::Arc<std::sync::Mutex<Stream>> {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::{Arc, Mutex};
+    let seen = Arc::new(Mutex::new(Stream::default()));
+    let start = tokio::time::Instant::now();
+    let s = Arc::clone(&seen);
+    actix::spawn(async move {
+        while let Some(rx) = md_rx.recv().await {
+            s.lock().unwrap().at_b.push((start.elapsed(), rx.from.nid));
+        }
+    });
+    for w in 0..workers {
+        let (a, s, stop) = (t.a.clone(), Arc::clone(&seen), Arc::clone(stop));
+        actix::spawn(async move {
+            while !stop.load(SeqCst) {
+                let got = a.put(put_of(B, 4096, w)).await.unwrap().finish().await;
+                let ok = got.len() == 2 && got.iter().all(|e| e.status.is_ok());
+                {
+                    let mut s = s.lock().unwrap();
+                    if ok {
+                        s.ok += 1;
+                    } else {
+                        s.failed.push(got);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+    }
+    seen
+}
+
+/// PUTs B received through `via` so far, and in all.
+fn received(seen: &std::sync::Mutex<Stream>, via: &str) -> (usize, usize) {
+    let s = seen.lock().unwrap();
+    let through = s.at_b.iter().filter(|(_, n)| *n == nid(via)).count();
+    (through, s.at_b.len())
+}
+
+/// What a peer learns from pinging R1 on tcp: routing disabled, and each NI's status.
+async fn r1_as_pinged(a: &Node) -> (bool, Vec<(Nid, bool)>) {
+    let reply = a.ping(nid(R1A), Duration::from_secs(5)).await.unwrap();
+    (
+        reply.info.features.contains(lnet::Features::RTE_DISABLED),
+        reply.nids(),
+    )
+}
+
+#[actix::test]
+async fn a_router_drained_at_run_time_is_routed_around_and_back_after_set_routing_1_with_no_put_failing(
+) {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(true, None).await;
+        // Every hop takes 20 ms, so that PUTs are under way through R1 when it drains and
+        // A sends more to it before R1's push arrives.
+        for (x, y) in [(A, R1A), (A, R2A), (R1B, B), (R2B, B)] {
+            t.fabric
+                .set_link_latency(nid(x), nid(y), Some(Duration::from_millis(20)));
+        }
+        let md_rx = t.b.attach(MdSpec { depth: 256, ..md() }).await.unwrap();
+        let mut a_events = t.a.events().subscribe();
+        let mut b_events = t.b.events().subscribe();
+        let mut r1_events = t.r1.events().subscribe();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = stream_puts(&t, md_rx, 8, &stop);
+
+        // Both routers carry the stream.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (via_r1_before, all_before) = received(&seen, R1B);
+        assert!(
+            via_r1_before >= 30 && all_before - via_r1_before >= 30,
+            "before the drain: {via_r1_before} of {all_before} PUTs through R1"
+        );
+
+        // Drain R1 while PUTs cross it.
+        let under_way = t.r1.start_drain().await.unwrap();
+        assert!(
+            under_way > 0,
+            "PUTs or ACKs under way through R1 at the drain"
+        );
+        let drained = t.r1.routing_show().await.unwrap();
+        assert!(drained.draining && drained.enabled, "{drained:?}");
+        assert!(drained.nets.iter().all(|n| !n.up), "{:?}", drained.nets);
+        let mut down = Vec::new();
+        while down.len() < 2 {
+            if let Event::NetStatus {
+                net, up, reason, ..
+            } = r1_events.recv().await.unwrap()
+            {
+                assert!(!up);
+                assert_eq!(reason, NetStatusReason::Draining);
+                down.push(net);
+            }
+        }
+        down.sort();
+        assert_eq!(down, vec![net("tcp"), net("tcp1")]);
+        // The push moves A and B off R1 at once.
+        let at = tokio::time::Instant::now();
+        for (rx, gw) in [(&mut a_events, R1A), (&mut b_events, R1B)] {
+            match route_event(rx, gw, false).await {
+                Event::Route { down, cause, .. } => {
+                    assert_eq!(down, Some(RouteDown::RoutingDisabled));
+                    assert_eq!(cause, RouteCause::Push, "R1 pushed the drain");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let moved_after = at.elapsed();
+        assert!(moved_after < Duration::from_secs(1), "{moved_after:?}");
+        // What R1 had under way, and what A and B sent it before the push arrived (up to
+        // one hop, 20 ms, later), finishes; then nothing new crosses it.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        while t.r1.drain_state().await.unwrap() != (true, 0) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let r1_count = counter(&t.r1, "route_count").await;
+        let (via_r1_drained, all_drained) = received(&seen, R1B);
+        assert_eq!(
+            r1_as_pinged(&t.a).await,
+            (true, vec![(nid(R1A), false), (nid(R1B), false)]),
+            "a peer's ping of the drained R1"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            counter(&t.r1, "route_count").await,
+            r1_count,
+            "nothing crosses R1"
+        );
+        let (via_r1_later, all_later) = received(&seen, R1B);
+        assert_eq!(via_r1_later, via_r1_drained);
+        assert!(all_later - all_drained >= 150, "{all_drained} {all_later}");
+        assert!(
+            via_r1_drained > via_r1_before,
+            "R1 forwarded what it was sent while its push went out"
+        );
+        assert!(t.r1.drain_state().await.unwrap().0, "R1 stays drained");
+
+        // `set routing 1` brings R1 back, pushed at once.
+        t.r1.set_routing(config(true, None).tunables).await.unwrap();
+        let back = t.r1.routing_show().await.unwrap();
+        assert!(!back.draining && back.enabled, "{back:?}");
+        assert!(back.nets.iter().all(|n| n.up), "{:?}", back.nets);
+        let at = tokio::time::Instant::now();
+        route_event(&mut a_events, R1A, true).await;
+        route_event(&mut b_events, R1B, true).await;
+        let back_after = at.elapsed();
+        assert!(back_after < Duration::from_secs(1), "{back_after:?}");
+        assert_eq!(
+            r1_as_pinged(&t.a).await,
+            (false, vec![(nid(R1A), true), (nid(R1B), true)])
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let (via_r1_back, all_back) = received(&seen, R1B);
+        assert!(
+            via_r1_back - via_r1_later >= 30,
+            "after the undrain: {} of {} PUTs through R1",
+            via_r1_back - via_r1_later,
+            all_back - all_later
+        );
+
+        stop.store(true, SeqCst);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = seen.lock().unwrap();
+        assert!(s.failed.is_empty(), "no PUT fails: {:?}", s.failed);
+        assert_eq!(s.at_b.len(), s.ok, "every PUT B received was ACKed");
+        println!(
+            "drain: {} PUTs ACKed, none failed; {under_way} forwards under way at the drain; \
+             routes moved after {moved_after:?} and back after {back_after:?}; through R1: \
+             {via_r1_before} before, {} while drained, {} after",
+            s.ok,
+            via_r1_later - via_r1_before,
+            via_r1_back - via_r1_later
+        );
+    })
+    .await
+    .unwrap();
+}

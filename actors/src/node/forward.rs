@@ -1,6 +1,7 @@
 //! Forwarding, as a router: a message for another node goes on to its destination or
 //! to the next gateway with its header as it came, or is dropped, counted and reported;
-//! and draining before the node stops.
+//! and draining: taking the node out of service (before it stops, or at run time) and
+//! back.
 
 use actix::prelude::*;
 use bytes::Bytes;
@@ -96,9 +97,27 @@ impl LnetActor {
 #[rtype(result = "usize")]
 pub(super) struct StartDrain;
 
+/// Ends a drain; whether the node was draining.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub(super) struct EndDrain;
+
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub(super) struct ForwardsInFlight;
+
+/// Whether the node is draining, and the forwarded messages under way.
+#[derive(Message)]
+#[rtype(result = "(bool, usize)")]
+pub(super) struct DrainState;
+
+impl Handler<DrainState> for LnetActor {
+    type Result = MessageResult<DrainState>;
+
+    fn handle(&mut self, _: DrainState, _ctx: &mut Context<Self>) -> MessageResult<DrainState> {
+        MessageResult((self.routes.draining, self.forwards_in_flight()))
+    }
+}
 
 impl Handler<StartDrain> for LnetActor {
     type Result = usize;
@@ -118,6 +137,49 @@ impl Handler<StartDrain> for LnetActor {
             self.publish_forward();
         }
         self.forwards_in_flight()
+    }
+}
+
+impl Handler<EndDrain> for LnetActor {
+    type Result = bool;
+
+    fn handle(&mut self, _: EndDrain, ctx: &mut Context<Self>) -> bool {
+        let ended = self.end_drain();
+        if ended {
+            self.push_all(ctx);
+        }
+        ended
+    }
+}
+
+impl LnetActor {
+    /// Ends a drain, if one is under way: each net is advertised as it is again (UP
+    /// unless its links are down or, while routing, it is silent) and the forwarding
+    /// snapshot is republished; the caller pushes the ping info. Whether the node was
+    /// draining.
+    pub(super) fn end_drain(&mut self) -> bool {
+        if !self.routes.draining {
+            return false;
+        }
+        self.routes.draining = false;
+        let routing = self.config.tunables.routing();
+        let now = self.clock.now();
+        let nets: Vec<(Net, bool)> = self
+            .routes
+            .nets
+            .iter()
+            .map(|(net, l)| (*net, !(routing && l.is_down()) && self.net_has_link(*net)))
+            .collect();
+        for (net, up) in nets {
+            self.events.publish(Event::NetStatus {
+                at: now,
+                net,
+                up,
+                reason: NetStatusReason::Undrained,
+            });
+        }
+        self.publish_forward();
+        true
     }
 }
 

@@ -21,7 +21,7 @@ use super::config::NodeConfig;
 use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingReply};
 use super::error::{LndStartError, NodeError};
 use super::fast_path::{ForwardPath, ForwardingCounts};
-use super::forward::{Drained, ForwardsInFlight, StartDrain};
+use super::forward::{DrainState, Drained, EndDrain, ForwardsInFlight, StartDrain};
 use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy, UnboundedStream};
 use super::msgs::{
     AddNi, Counters, GetUdsp, LinksDown, ListNis, ListRecovery, RemoveNi, SetNiHealth,
@@ -391,7 +391,27 @@ impl Node {
     /// Replaces the global tunables (`lnetctl set ...`, each value checked by
     /// [`Tunables::set`]); messages sent from now on follow them.
     pub async fn set_tunables(&self, tunables: Tunables) -> Result<(), NodeError> {
-        Ok(self.addr.send(SetTunables(tunables)).await?)
+        Ok(self
+            .addr
+            .send(SetTunables {
+                tunables,
+                set_routing: false,
+            })
+            .await?)
+    }
+
+    /// Replaces the global tunables for `lnetctl set routing 0|1` (`tunables` carries the
+    /// new `routing`): as [`Node::set_tunables`], and routing on also ends a drain
+    /// ([`Node::undrain`]), in one push to the peers. Routing off leaves a drain as it
+    /// is: the node then drops the messages it is sent to forward, as the kernel does.
+    pub async fn set_routing(&self, tunables: Tunables) -> Result<(), NodeError> {
+        Ok(self
+            .addr
+            .send(SetTunables {
+                tunables,
+                set_routing: true,
+            })
+            .await?)
     }
 
     /// This node's ping info as it would answer a ping now.
@@ -494,12 +514,34 @@ impl Node {
         self.addr.send(SetNiNumaNode(nid, node)).await?
     }
 
+    /// Starts a drain and returns at once (`lnet-router drain`): every NI is advertised
+    /// DOWN and routing disabled in the ping info, which is pushed to the peers at once
+    /// so that they route around the node; it keeps forwarding what it is sent (what was
+    /// under way, and what peers send before they have moved) and stays up.
+    /// [`Node::undrain`] or [`Node::set_routing`] with routing on ends it. Returns the
+    /// forwarded messages under way; draining an already draining node changes nothing.
+    pub async fn start_drain(&self) -> Result<usize, NodeError> {
+        Ok(self.addr.send(StartDrain).await?)
+    }
+
+    /// Ends a drain: each NI is advertised as it is again (UP unless its link is down or
+    /// its net silent), routing as the `routing` tunable says, pushed to the peers at
+    /// once. Whether the node was draining.
+    pub async fn undrain(&self) -> Result<bool, NodeError> {
+        Ok(self.addr.send(EndDrain).await?)
+    }
+
+    /// Whether the node is draining, and the forwarded messages under way.
+    pub async fn drain_state(&self) -> Result<(bool, usize), NodeError> {
+        Ok(self.addr.send(DrainState).await?)
+    }
+
     /// Drains the node before it stops: every NI is advertised DOWN and routing disabled
     /// in its ping info, which is pushed to its peers at once so that they route around
     /// it; it keeps forwarding for `grace` while they move, then waits (at most `bound`)
     /// for the messages it is forwarding to finish.
     pub async fn drain(&self, grace: Duration, bound: Duration) -> Result<Drained, NodeError> {
-        let in_flight_at_start = self.addr.send(StartDrain).await?;
+        let in_flight_at_start = self.start_drain().await?;
         tokio::time::sleep(grace).await;
         let step = Duration::from_millis(20);
         let mut waited = Duration::ZERO;
@@ -535,10 +577,11 @@ impl Node {
     /// Router buffers, credits and the advertised status of each net (`lnetctl routing
     /// show`).
     pub async fn routing_show(&self) -> Result<RoutingShow, NodeError> {
-        let (enabled, nets, router) = self.addr.send(RoutingState).await?;
+        let (enabled, draining, nets, router) = self.addr.send(RoutingState).await?;
         let buffers = router.send(ShowBuffers).await?;
         Ok(RoutingShow {
             enabled,
+            draining,
             buffers,
             nets,
         })

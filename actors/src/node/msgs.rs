@@ -49,7 +49,11 @@ pub(super) struct SetNiHealth {
 
 #[derive(Message)]
 #[rtype(result = "()")]
-pub(super) struct SetTunables(pub(super) Tunables);
+pub(super) struct SetTunables {
+    pub(super) tunables: Tunables,
+    /// `lnetctl set routing`: routing on also ends a drain.
+    pub(super) set_routing: bool,
+}
 
 #[derive(Message)]
 #[rtype(result = "BTreeMap<&'static str, u64>")]
@@ -208,7 +212,8 @@ impl Handler<SetNiHealth> for LnetActor {
 impl Handler<SetTunables> for LnetActor {
     type Result = ();
 
-    fn handle(&mut self, SetTunables(t): SetTunables, ctx: &mut Context<Self>) {
+    fn handle(&mut self, m: SetTunables, ctx: &mut Context<Self>) {
+        let t = m.tunables;
         let recovery = RecoveryConfig::from(&t);
         for addr in [&self.local_recovery, &self.peer_recovery]
             .into_iter()
@@ -220,11 +225,15 @@ impl Handler<SetTunables> for LnetActor {
             self.routes.restart_nets(self.clock.now());
         }
         let flipped = t.routing() != self.config.tunables.routing();
+        let routing_on = t.routing();
         self.config.tunables = t;
         self.update_policy();
-        if flipped {
-            // The ping info now says routing is (dis)abled: tell the peers, as the kernel
-            // does on `lnetctl set routing`.
+        // `set routing 1` is the way back from a drain; `set routing 0` leaves a drain as
+        // it is (the node stays out of service, and now drops what it is sent to forward).
+        let undrained = m.set_routing && routing_on && self.end_drain();
+        if flipped || undrained {
+            // The ping info now says routing is (dis)abled, or the NIs are up again: tell
+            // the peers, as the kernel does on `lnetctl set routing`.
             self.push_all(ctx);
         }
     }

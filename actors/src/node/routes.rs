@@ -152,8 +152,11 @@ pub struct NetAdvert {
 /// `lnetctl routing show`, plus what this node advertises per net.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RoutingShow {
-    /// Whether this node forwards.
+    /// Whether this node forwards (the `routing` setting).
     pub enabled: bool,
+    /// Whether it is draining: out of service, every NI advertised DOWN and routing
+    /// disabled in its ping info, while it still forwards what it is sent.
+    pub draining: bool,
     /// Buffers and credits.
     pub buffers: RoutingView,
     /// Per local net: its advertised status.
@@ -278,7 +281,7 @@ pub(super) struct DelRoute {
 pub(super) struct ListRoutes;
 
 #[derive(Message)]
-#[rtype(result = "(bool, Vec<NetAdvert>, Addr<crate::router::RouterActor>)")]
+#[rtype(result = "(bool, bool, Vec<NetAdvert>, Addr<crate::router::RouterActor>)")]
 pub(super) struct RoutingState;
 
 impl Handler<AddRoute> for LnetActor {
@@ -373,10 +376,10 @@ impl Handler<RoutingState> for LnetActor {
             .iter()
             .map(|(net, l)| NetAdvert {
                 net: *net,
-                up: !(routing && l.is_down()) && self.net_has_link(*net),
+                up: !(self.routes.draining || routing && l.is_down()) && self.net_has_link(*net),
                 last_heard: l.last_heard(),
             })
             .collect();
-        MessageResult((routing, nets, self.router.clone()))
+        MessageResult((routing, self.routes.draining, nets, self.router.clone()))
     }
 }
