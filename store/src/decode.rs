@@ -90,7 +90,7 @@ pub fn decode_record(kind: RecordKind, key: &[u8], value: &[u8]) -> Result<(), S
 }
 
 /// A `meta` entry: the magic must be ours, the version a big-endian `u32` the program
-/// knows, the counters big-endian `u64`s.
+/// knows, the counters big-endian `u64`s, the drain a JSON boolean.
 fn decode_meta(key: &[u8], value: &[u8]) -> Result<(), StoreError> {
     let meta = TreeId::Meta;
     if key == schema::MAGIC_KEY {
@@ -122,6 +122,15 @@ fn decode_meta(key: &[u8], value: &[u8]) -> Result<(), StoreError> {
         || key == crate::seal::GENERATION_KEY
     {
         return decode_value_with(meta, key, value, keys::decode_u64).map(drop);
+    }
+    if key == crate::drain::DRAINING_KEY {
+        return decode_value_with(meta, key, value, |v| {
+            serde_json::from_slice::<bool>(v)
+                .map(drop)
+                .map_err(|e| DecodeError::Record {
+                    message: format!("draining: {e}"),
+                })
+        });
     }
     Err(StoreError::CorruptKey {
         tree: meta.name(),

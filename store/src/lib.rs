@@ -30,6 +30,7 @@
 
 mod config;
 mod decode;
+mod drain;
 mod engine;
 mod error;
 mod events;

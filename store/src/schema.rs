@@ -2,7 +2,8 @@
 //!
 //! The `meta` tree holds `magic` (the bytes [`MAGIC`], which mark a store of this
 //! program), `schema_version` (the schema version, a big-endian `u32`), counters, and
-//! (from version 3) `lnet_router`, the daemon's `lnet-router:` section. Opening a store:
+//! (from version 3) `lnet_router`, the daemon's `lnet-router:` section, and (from version
+//! 4) `draining`, present while the router is left draining. Opening a store:
 //!
 //! - a new, empty database is stamped with the magic and [`SCHEMA_VERSION`];
 //! - a database without the magic, or with other bytes there, is refused
@@ -34,7 +35,7 @@ use crate::engine::{decode_value_with, TreeId, Trees, WriteSet};
 use crate::error::StoreError;
 
 /// The schema version this program writes and reads.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The bytes under the `magic` key of the `meta` tree that mark a store of this program.
 pub const MAGIC: &[u8] = b"lnet-router store";
@@ -52,12 +53,20 @@ pub(crate) type Step = fn(&Trees) -> Result<WriteSet, StoreError>;
 
 /// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`: 1 to 2 stores
 /// fault rules in the lnet form; 2 to 3 adds the `lnet-router:` section (`lnet_router` in
-/// `meta`), which a version-2 store never held, so it writes nothing but the version.
-pub(crate) const MIGRATIONS: [Step; 2] = [crate::fault::v1::migrate, v2_to_v3];
+/// `meta`), which a version-2 store never held, so it writes nothing but the version; 3
+/// to 4 adds the drain (`draining` in `meta`), which a version-3 store never held (its
+/// router was never left draining), so it writes nothing either.
+pub(crate) const MIGRATIONS: [Step; 3] = [crate::fault::v1::migrate, v2_to_v3, v3_to_v4];
 
 /// Version 2 to 3: the `lnet-router:` section is new; a version-2 store has none (its
 /// daemon took the section from the configuration file at every start).
 fn v2_to_v3(_: &Trees) -> Result<WriteSet, StoreError> {
+    Ok(WriteSet::new())
+}
+
+/// Version 3 to 4: the drain is new; a version-3 store's router was not left draining
+/// (absent means not draining).
+fn v3_to_v4(_: &Trees) -> Result<WriteSet, StoreError> {
     Ok(WriteSet::new())
 }
 

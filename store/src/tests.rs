@@ -108,10 +108,35 @@ fn drop_rule(ni: &str) -> FaultRule {
 // ---- opening and the schema ----
 
 #[test]
+fn the_drain_is_kept_across_reopen_and_an_import_and_cleared_by_undrain() {
+    let (dir, store) = fresh();
+    assert!(!store.draining().unwrap(), "a new store is not draining");
+    store.set_draining(true).unwrap();
+    let store = reopen(&dir, store);
+    assert!(store.draining().unwrap());
+    // A configuration file imported again leaves the drain as it was.
+    store
+        .import(&parse("routing:\n    enable: 1\n").unwrap())
+        .unwrap();
+    assert!(store.draining().unwrap());
+    let raw = store.trees.get_raw(TreeId::Meta, b"draining").unwrap();
+    assert_eq!(raw.as_deref(), Some(&b"true"[..]));
+    decode_record(RecordKind::Meta, b"draining", b"true").unwrap();
+    assert!(decode_record(RecordKind::Meta, b"draining", b"1x").is_err());
+    store.set_draining(false).unwrap();
+    let store = reopen(&dir, store);
+    assert!(!store.draining().unwrap());
+    assert_eq!(
+        store.trees.get_raw(TreeId::Meta, b"draining").unwrap(),
+        None
+    );
+}
+
+#[test]
 fn open_creates_a_store_stamped_with_the_schema_version() {
     let (_dir, store) = fresh();
-    assert_eq!(store.schema_version().unwrap(), 3);
-    assert_eq!(schema::SCHEMA_VERSION, 3);
+    assert_eq!(store.schema_version().unwrap(), 4);
+    assert_eq!(schema::SCHEMA_VERSION, 4);
     assert_eq!(
         store
             .trees
@@ -175,14 +200,14 @@ fn open_refuses_a_newer_schema_naming_both_versions() {
             err,
             StoreError::NewerSchema {
                 found: 7,
-                supported: 3
+                supported: 4
             }
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("version 7") && text.contains("version 3"),
+        text.contains("version 7") && text.contains("version 4"),
         "{text}"
     );
 }

@@ -11,6 +11,8 @@
 //!   ([`v2_only_rule`]: a probability trigger with a limit on how often it fires).
 //! * `v3` was written once by schema 3 from the `v2` contents plus the `lnet-router:`
 //!   section only schema 3 keeps ([`V3_ROUTER_SECTION`]: every setting given).
+//! * `v4` was written once by schema 4 from the `v3` contents (opened and migrated) plus
+//!   the drain only schema 4 keeps: the router was left draining.
 //!
 //! Never regenerate a fixture with a later schema: each stands for stores already on disk.
 
@@ -204,8 +206,8 @@ fn open_fixture(version: u32) -> (tempfile::TempDir, Store) {
     let store = Store::open(&copy).unwrap();
     assert_eq!(
         store.schema_version().unwrap(),
-        3,
-        "v{version}: at schema 3 once open"
+        store::schema::SCHEMA_VERSION,
+        "v{version}: at the newest schema once open"
     );
     (tmp, store)
 }
@@ -261,6 +263,27 @@ fn schema_v3_fixture_opens_and_reads_back_exactly_its_contents() {
     assert_eq!(section.acceptor_port, Some(21988));
 
     assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
+}
+
+#[test]
+fn schema_v4_fixture_opens_and_reads_back_exactly_its_contents_left_draining() {
+    let (_tmp, store) = open_fixture(4);
+    let mut rules = fault_rules();
+    rules.push(v2_only_rule());
+    reads_back_contents(&store, &rules, &format!("{CONFIG}{V3_ROUTER_SECTION}"));
+    assert!(store.draining().unwrap(), "the router was left draining");
+
+    assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
+    store.set_draining(false).unwrap();
+    assert!(!store.draining().unwrap());
+}
+
+#[test]
+fn stores_of_schema_1_to_3_come_forward_not_draining() {
+    for version in [1, 2, 3] {
+        let (_tmp, store) = open_fixture(version);
+        assert!(!store.draining().unwrap(), "v{version}");
+    }
 }
 
 #[test]
