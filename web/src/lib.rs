@@ -25,7 +25,8 @@
 //!   `POST nis/{nid}/health` and `peer-nis/{nid}/health` (health reset), `PUT global`
 //!   (tunables, checked with the kernel's ranges), `POST peers`, `POST ping`,
 //!   `POST discover`, `POST nis/{nid}/fault-rules`, `DELETE nis/{nid}/fault-rules/{id}`,
-//!   `POST routes`, `DELETE routes/{net}/{gateway}`;
+//!   `POST routes`, `DELETE routes/{net}/{gateway}`, `PUT routing` (`set routing 0|1`;
+//!   1 also ends a drain), `POST drain` (out of service without stopping);
 //! * `GET /metrics` (Prometheus text; names of the Lustre exporters where they have one),
 //!   `/livez`, `/readyz`.
 //!
@@ -58,7 +59,8 @@ pub use api::peers::{PeerAdd, PeerDeleted};
 pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};
 pub use api::routes::{RouteAdd, RouteDoc, RouteList};
 pub use api::routing::{
-    BufferTotals, CptPools, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc, RoutingSet,
+    BufferTotals, CptPools, DrainDoc, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc,
+    RoutingSet,
 };
 pub use api::stats::Counters;
 pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};

@@ -28,4 +28,6 @@ pub trait ConfigStore: Send + Sync + 'static {
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError>;
     /// Fault rule `id` of local NI `ni` was removed.
     fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError>;
+    /// The router started draining (`true`) or its drain ended.
+    fn set_draining(&self, draining: bool) -> Result<(), SinkError>;
 }

@@ -83,6 +83,7 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             api::routing::get_routing,
             api::routing::set_routing
         ))
+        .routes(routes!(api::routing::drain))
         .routes(routes!(metrics::metrics))
         .routes(routes!(metrics::livez))
         .routes(routes!(metrics::readyz))

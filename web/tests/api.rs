@@ -45,6 +45,7 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
             json!({"value": 700}),
         ),
         (Method::PUT, "/api/v1/routing".into(), json!({"enable": 0})),
+        (Method::POST, "/api/v1/drain".into(), Value::Null),
         (Method::DELETE, format!("/api/v1/peers/{b0}"), Value::Null),
         (Method::POST, "/api/v1/stats/reset".into(), Value::Null),
         (
@@ -95,6 +96,7 @@ async fn observable(api: &support::Api) -> Value {
             .map(|p| p["primary_nid"].clone()).collect::<Vec<_>>(),
         "recovery": api.read("/api/v1/recovery/local").await,
         "routes": api.read("/api/v1/routes").await,
+        "draining": api.read("/api/v1/routing").await["draining"],
         "admin_events": api.admin_events().await,
     })
 }
@@ -1052,6 +1054,7 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         ("POST", "/api/v1/routes"),
         ("DELETE", "/api/v1/routes/{net}/{gateway}"),
         ("GET", "/api/v1/routing"),
+        ("POST", "/api/v1/drain"),
         ("GET", "/metrics"),
         ("GET", "/livez"),
         ("GET", "/readyz"),
@@ -1258,6 +1261,74 @@ async fn a_reader_that_fell_behind_the_ring_is_told_how_many_it_missed() {
         m.text.contains("lnet_router_last_event_id 10"),
         "{}",
         m.text
+    );
+    api.server.shutdown().await;
+}
+
+#[actix::test]
+async fn drain_takes_the_node_out_of_service_and_set_routing_1_brings_it_back() {
+    let (a, _an, _b, _bn, _fabric) = fabric_pair(frozen()).await;
+    let api = serve(a.clone(), frozen(), Mode::Https).await;
+    let routing = api.read("/api/v1/routing").await;
+    assert_eq!(routing["draining"], false, "{routing}");
+
+    let got = api
+        .call(Method::POST, "/api/v1/drain", Some(ADMIN), None)
+        .await;
+    assert_eq!(got.status, StatusCode::OK, "{got:?}");
+    let doc: web::DrainDoc = serde_json::from_str(&got.text).unwrap();
+    assert_eq!(
+        doc,
+        web::DrainDoc {
+            draining: true,
+            forwarding: 0
+        }
+    );
+    let routing: web::RoutingDoc =
+        serde_json::from_value(api.read("/api/v1/routing").await).unwrap();
+    assert!(routing.draining, "{routing:?}");
+    assert!(routing.nets.iter().all(|n| !n.up), "{routing:?}");
+    // The ping info says so.
+    let info = a.ping_info().await.unwrap();
+    assert!(info.features.contains(lnet::Features::RTE_DISABLED));
+    assert!(info.statuses().all(|(_, s)| !s.is_up()), "{info:?}");
+    // Draining again changes nothing; each request is an admin event.
+    let again = api
+        .call(Method::POST, "/api/v1/drain", Some(ADMIN), None)
+        .await;
+    assert_eq!(again.status, StatusCode::OK, "{again:?}");
+
+    let back = api
+        .call(
+            Method::PUT,
+            "/api/v1/routing",
+            Some(ADMIN),
+            Some(json!({"enable": 1})),
+        )
+        .await;
+    assert_eq!(back.status, StatusCode::OK, "{back:?}");
+    let routing: web::RoutingDoc = serde_json::from_str(&back.text).unwrap();
+    assert!(!routing.draining, "{routing:?}");
+    let info = a.ping_info().await.unwrap();
+    assert!(info.statuses().all(|(_, s)| s.is_up()), "{info:?}");
+
+    let events = api.admin_events().await;
+    let actions: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["event"]["action"].as_str().unwrap(),
+                e["event"]["detail"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("drain", "draining; 0 forwarded messages under way"),
+            ("drain", "draining; 0 forwarded messages under way"),
+            ("set_routing", "routing=1; drain ended"),
+        ]
     );
     api.server.shutdown().await;
 }

@@ -1,5 +1,7 @@
-//! `GET /api/v1/routing` (`lnetctl routing show`, with each peer's router-buffer credits
-//! and what the node advertises per net).
+//! `GET /api/v1/routing` (`lnetctl routing show`, with each peer's router-buffer credits,
+//! what the node advertises per net and whether it drains), `PUT /api/v1/routing`
+//! (`lnetctl set routing 0|1`; 1 also ends a drain) and `POST /api/v1/drain` (takes the
+//! router out of service without stopping it).
 
 use actors::node::RoutingShow;
 use axum::extract::State;
@@ -73,8 +75,12 @@ pub struct NetAdvertDoc {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingDoc {
-    /// `enable`: whether the node forwards.
+    /// `enable`: whether the node forwards (the `routing` setting).
     pub enable: bool,
+    /// Whether it drains (`lnet-router drain`): out of service, its NIs advertised DOWN
+    /// and routing disabled in its ping info, while it still forwards what it is sent;
+    /// `set routing 1` ends it.
+    pub draining: bool,
     /// Per CPT (`cpt[i]`): its pools.
     pub cpts: Vec<CptPools>,
     /// `buffers:`.
@@ -110,6 +116,7 @@ fn routing_doc(r: &RoutingShow) -> RoutingDoc {
     let sum = |f: fn(&CptPools) -> u32| cpts.iter().map(|c| u64::from(f(c))).sum::<u64>();
     RoutingDoc {
         enable: r.enabled,
+        draining: r.draining,
         buffers: BufferTotals {
             tiny: sum(|c| c.tiny.nbuffers),
             small: sum(|c| c.small.nbuffers),
@@ -160,13 +167,15 @@ pub(crate) async fn get_routing(
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingSet {
-    /// 1: forward for other nodes; 0: stop (advertised as routing disabled in the ping
-    /// info, pushed to the peers; messages already being forwarded go on).
+    /// 1: forward for other nodes, and end a drain; 0: stop (advertised as routing
+    /// disabled in the ping info, pushed to the peers; messages already being forwarded
+    /// go on, new ones are dropped; a drain stays as it is).
     #[schema(minimum = 0, maximum = 1)]
     pub enable: i64,
 }
 
-/// Turns routing on or off (`lnetctl set routing 0|1`), kept in the store.
+/// Turns routing on or off (`lnetctl set routing 0|1`), kept in the store. Routing on
+/// also ends a drain (`POST /api/v1/drain`), in the same push to the peers.
 #[utoipa::path(put, path = "/api/v1/routing", tag = TAG_CHANGE,
     security(("bearer" = [])),
     request_body = RoutingSet,
@@ -199,16 +208,81 @@ pub(crate) async fn set_routing(
     let mut next = current.clone();
     next.set(TunableName::Routing, i64::from(value))
         .map_err(|e| ApiError::unprocessable("enable", e.to_string()))?;
+    let undrain = value == 1 && s.shared.node.drain_state().await?.0;
     if let Some(store) = &s.shared.config {
-        store
+        let kept = store
             .set_tunable(TunableName::Routing, value)
-            .map_err(|e| ApiError::Internal {
-                message: format!("routing could not be kept: {e}"),
-            })?;
+            .and_then(|()| {
+                if undrain {
+                    store.set_draining(false)
+                } else {
+                    Ok(())
+                }
+            });
+        kept.map_err(|e| ApiError::Internal {
+            message: format!("routing could not be kept: {e}"),
+        })?;
     }
-    s.shared.node.set_tunables(next.clone()).await?;
+    s.shared.node.set_routing(next.clone()).await?;
     *current = next;
     drop(current);
-    s.admin_event(&admin.0, "set_routing", None, format!("routing={value}"));
+    let detail = if undrain {
+        format!("routing={value}; drain ended")
+    } else {
+        format!("routing={value}")
+    };
+    s.admin_event(&admin.0, "set_routing", None, detail);
     Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
+}
+
+/// The answer to `POST /api/v1/drain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DrainDoc {
+    /// Whether the node drains now (always true after the request).
+    pub draining: bool,
+    /// Forwarded messages under way when the drain began (they go on).
+    pub forwarding: u64,
+}
+
+/// Takes the router out of service without stopping it (`lnet-router drain`, LU-4473): its
+/// NIs are advertised DOWN and routing disabled in its ping info, pushed to its peers at
+/// once so that they route around it; it keeps forwarding what is under way and what
+/// peers send before they move, and keeps serving the API. Kept in the store (a drained
+/// router restarted comes back drained); `PUT /api/v1/routing` with `enable: 1` ends it.
+/// Draining a draining router changes nothing.
+#[utoipa::path(post, path = "/api/v1/drain", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The node drains", body = DrainDoc),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 500, description = "The drain could not be kept", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn drain(
+    State(s): State<AppState>,
+    admin: Admin,
+) -> Result<Json<DrainDoc>, ApiError> {
+    // Under the tunables' lock: a drain and `set routing` are kept in the order they
+    // are made.
+    let current = s.shared.tunables.lock().await;
+    if let Some(store) = &s.shared.config {
+        store.set_draining(true).map_err(|e| ApiError::Internal {
+            message: format!("the drain could not be kept: {e}"),
+        })?;
+    }
+    let forwarding = s.shared.node.start_drain().await?;
+    drop(current);
+    let forwarding = u64::try_from(forwarding).unwrap_or(u64::MAX);
+    s.admin_event(
+        &admin.0,
+        "drain",
+        None,
+        format!("draining; {forwarding} forwarded messages under way"),
+    );
+    Ok(Json(DrainDoc {
+        draining: true,
+        forwarding,
+    }))
 }
