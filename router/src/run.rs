@@ -69,6 +69,12 @@ pub enum RunError {
     /// The fault rules kept in the store could not be read.
     #[error("cannot read the fault rules kept in the store")]
     FaultRules(#[source] store::StoreError),
+    /// Whether the router was left draining could not be read from the store.
+    #[error("cannot read the drain kept in the store")]
+    DrainKept(#[source] store::StoreError),
+    /// The node refused to start draining.
+    #[error("cannot start draining: {0}")]
+    Drain(#[source] NodeError),
     /// A fault rule kept in the store was refused by the node.
     #[error("fault rule {id} kept in the store was refused")]
     FaultRule {
@@ -152,6 +158,12 @@ async fn start_cpts(n: usize) -> (Vec<actix::Arbiter>, Vec<tokio::runtime::Handl
 /// Starts the node described by `plan`: its NIs, peers and routes, and the watch on its
 /// NIs' links. Must be called inside a running actix system.
 pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
+    start_plan_with(plan, false).await
+}
+
+/// [`start_plan`]; `draining`: the node drains from the start (it was left draining), so
+/// that its first ping replies already say so.
+async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunError> {
     let numa = crate::numa::topology();
     let memory_node = crate::numa::process_node(&numa);
     let (arbiters, runtimes) = start_cpts(plan.cpts).await;
@@ -167,7 +179,16 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     });
     let incarnation = incarnation();
     let cpts = lnd::socklnd::Cpts(runtimes);
-    if let Err(e) = start(&node, plan, incarnation, &cpts).await {
+    let drained = if draining {
+        node.start_drain().await.map(drop)
+    } else {
+        Ok(())
+    };
+    let started = match drained {
+        Ok(()) => start(&node, plan, incarnation, &cpts).await,
+        Err(source) => Err(RunError::Drain(source)),
+    };
+    if let Err(e) = started {
         stop_all(&node).await;
         for a in arbiters {
             a.stop();
@@ -204,7 +225,16 @@ pub async fn run(
     // lost (nor kills the process with the default action).
     let mut sigterm = signal(SignalKind::terminate()).map_err(RunError::Signals)?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(RunError::Signals)?;
-    let running = start_plan(&plan).await?;
+    // A router left draining (`lnet-router drain`) comes back draining, until `set
+    // routing 1`.
+    let draining = match &store {
+        Some(store) => store.draining().map_err(RunError::DrainKept)?,
+        None => false,
+    };
+    let running = start_plan_with(&plan, draining).await?;
+    if draining {
+        println!("lnet-router: draining, as it was left (`lnet-router set routing 1` ends it)");
+    }
     if let Some(store) = &store {
         // The fault rules added through the API before a restart, under their ids.
         let mut installed = store.fault_rules().map_err(RunError::FaultRules);

@@ -88,6 +88,10 @@ pub enum Ctl {
         /// Its value.
         value: i64,
     },
+    /// `drain`: take the router out of service without stopping it (its NIs advertised
+    /// down, routing disabled, pushed to its peers; it keeps forwarding what is under
+    /// way); `set routing 1` brings it back.
+    Drain,
     /// `ping NID[,NID...]`.
     Ping {
         /// The NIDs, separated by commas (several arguments are taken too).
@@ -442,6 +446,19 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
                 )
                 .await?;
             Ok(if c.json { json(&v) } else { String::new() })
+        }
+        Ctl::Drain => {
+            let cl = Client::new(c, "drain", "router")?;
+            let v = cl.post("/api/v1/drain", serde_json::json!(null)).await?;
+            if c.json {
+                return Ok(json(&v));
+            }
+            let d: web::DrainDoc = cl.model(v)?;
+            Ok(format!(
+                "drain:\n    draining: {}\n    forwarding: {}\n",
+                u8::from(d.draining),
+                d.forwarding
+            ))
         }
         Ctl::Set { key, value } => {
             let cl = Client::new(c, "set", "global")?;
