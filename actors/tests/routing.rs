@@ -901,3 +901,54 @@ async fn a_router_drained_at_run_time_is_routed_around_and_back_after_set_routin
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn undrain_advertises_each_net_as_it_is_and_pushes_it_at_once() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        let mut r1_events = t.r1.events().subscribe();
+        let mut a_events = t.a.events().subscribe();
+        assert!(
+            !t.r1.undrain().await.unwrap(),
+            "not draining: nothing to end"
+        );
+        assert_eq!(t.r1.start_drain().await.unwrap(), 0);
+        route_event(&mut a_events, R1A, false).await;
+        // R1's link on tcp1 goes down while it drains: the drain's end says so.
+        t.r1.set_ni_link(nid(R1B), false).await.unwrap();
+        assert!(t.r1.undrain().await.unwrap());
+        assert!(!t.r1.undrain().await.unwrap(), "ended once");
+        let mut undrained = Vec::new();
+        while undrained.len() < 2 {
+            if let Event::NetStatus {
+                net,
+                up,
+                reason: NetStatusReason::Undrained,
+                ..
+            } = r1_events.recv().await.unwrap()
+            {
+                undrained.push((net, up));
+            }
+        }
+        undrained.sort();
+        assert_eq!(undrained, vec![(net("tcp"), true), (net("tcp1"), false)]);
+        // A hears at once: routing on again, but no NI up on tcp1, so the route stays
+        // down for that reason.
+        match route_event(&mut a_events, R1A, false).await {
+            Event::Route { down, cause, .. } => {
+                assert_eq!(down, Some(RouteDown::NoUpNiOnRemoteNet));
+                assert_eq!(cause, RouteCause::Push);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            r1_as_pinged(&t.a).await,
+            (false, vec![(nid(R1A), true), (nid(R1B), false)])
+        );
+        t.r1.set_ni_link(nid(R1B), true).await.unwrap();
+        route_event(&mut a_events, R1A, true).await;
+    })
+    .await
+    .unwrap();
+}
