@@ -9,7 +9,7 @@ use std::time::Duration;
 use lnet::acceptor::RESERVED_PORTS;
 use lnet::{Nid, ProcessId};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{ConfigError, SockLndConfig};
@@ -112,12 +112,10 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         };
         let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let (stop_tx, stop_rx) = watch::channel(false);
-        let credits = usize::try_from(config.credits).unwrap_or(usize::MAX);
         let shared = Arc::new(NiShared {
             me: ProcessId::lustre(config.nid),
             cfg: config,
             handler,
-            ni_credits: Arc::new(Semaphore::new(credits.min(Semaphore::MAX_PERMITS))),
             next_conn: AtomicU64::new(1),
             stop: stop_rx,
             peers: Mutex::new(Peers::default()),

@@ -89,7 +89,6 @@ impl<H: LndHandler> PeerTask<H> {
                 let Some(inf) = st.inflight.remove(&seq) else {
                     continue;
                 };
-                st.credits.give_back();
                 if conn.progress.is_done(seq) {
                     done.push((inf.tx, None));
                 } else if stopping {
