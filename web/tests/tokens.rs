@@ -1,8 +1,9 @@
 //! API tokens at run time, over real HTTPS against the store's token table: a new token's
 //! secret is in the answer to its creation and nowhere else (not in the list, the event
 //! log nor the store's files) and works at once; a reader token may ask who it is and
-//! nothing more; a revoked token is refused from the next request on; bad input gets the
-//! structured error and makes nothing.
+//! nothing more; a revoked token is refused from the next request on and the event stream
+//! it opened ends, while other streams go on; bad input gets the structured error and makes
+//! nothing.
 
 #![allow(
     clippy::unwrap_used,
@@ -12,6 +13,8 @@
 )]
 
 mod support;
+
+use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -226,7 +229,7 @@ async fn a_read_only_server_lists_tokens_for_an_admin_but_makes_none() {
 }
 
 #[actix::test]
-async fn a_revoked_token_is_refused_at_once() {
+async fn a_revoked_token_is_refused_at_once_and_its_event_stream_ends() {
     let (a, ..) = fabric_pair(frozen()).await;
     let api = serve(a, frozen(), Mode::Https).await;
     let made = create(&api, ADMIN, json!({ "name": "dash", "role": "reader" })).await;
@@ -236,6 +239,8 @@ async fn a_revoked_token_is_refused_at_once() {
         api.get("/api/v1/nets", Some(&secret)).await.status,
         StatusCode::OK
     );
+    let mut revoked_stream = api.stream_as(&secret, None, "").await;
+    let mut other_stream = api.stream(None, "").await;
     let failed_before = api.server.guard_stats().get(Refusal::AuthFailed);
 
     let revoke = api
@@ -250,7 +255,31 @@ async fn a_revoked_token_is_refused_at_once() {
         api.server.guard_stats().get(Refusal::AuthFailed),
         failed_before + 1
     );
-    // The list no longer has it; a second revocation is a 404 naming the field.
+    // Its stream ends promptly (well before a keep-alive comment would be due); the
+    // reader's stream goes on and carries the revocation.
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(r) = revoked_stream.next().await {
+            assert_ne!(r.event, "admin", "{r:?}");
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the revoked token's stream is still open");
+    let event = other_stream
+        .until(|r| r.event == "admin" && r.json()["event"]["action"] == "revoke_token")
+        .await
+        .json();
+    assert_eq!(event["event"]["token"], "ops");
+    assert_eq!(event["event"]["target"], "dash");
+    // A new stream with it is refused; the list no longer has it; a second revocation is
+    // a 404 naming the field.
+    let again = api
+        .client
+        .get(api.url("/api/v1/events/stream"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(names(&api).await, ["grafana", "ops"]);
     let twice = api
         .call(Method::DELETE, "/api/v1/tokens/dash", Some(ADMIN), None)

@@ -4,7 +4,7 @@
 //! A new token's secret is drawn by the server and is in the answer to its creation only:
 //! the list shows names, roles and creation times, never a secret nor a hash, and the
 //! token table keeps the secret's SHA-256 alone. A revoked token is refused from the next
-//! request on.
+//! request on, and the event streams it opened end.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -144,7 +144,7 @@ pub(crate) async fn list_tokens(
     Ok(Json(TokenList { tokens }))
 }
 
-/// Revokes a token: refused from the next request on.
+/// Revokes a token: refused from the next request on; its event streams end.
 #[utoipa::path(delete, path = "/api/v1/tokens/{name}", tag = TAG_TOKENS,
     security(("bearer" = [])),
     params(("name" = String, Path, description = "The token's name", example = "grafana")),
@@ -160,6 +160,8 @@ pub(crate) async fn revoke_token(
     PathParams(name): PathParams<String>,
 ) -> Result<StatusCode, ApiError> {
     s.shared.tokens.revoke_token(&name).map_err(token_error)?;
+    // Every open event stream checks its token again.
+    s.shared.revocations.send_modify(|n| *n = n.wrapping_add(1));
     s.admin_event(&admin.0, "revoke_token", Some(name), String::new());
     Ok(StatusCode::NO_CONTENT)
 }
