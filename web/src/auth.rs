@@ -134,10 +134,11 @@ pub enum TokenError {
         name: String,
     },
     /// No secret could be drawn: the system's random source failed.
-    #[error("no random secret: {message}")]
+    #[error("no random secret: {source}")]
     Random {
         /// What the random source said.
-        message: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The tokens' keeper (the store) failed.
     #[error("the tokens could not be read or kept: {source}")]
@@ -166,7 +167,7 @@ pub const SECRET_BYTES: usize = 32;
 pub fn new_secret() -> Result<String, TokenError> {
     let mut bytes = [0u8; SECRET_BYTES];
     getrandom::getrandom(&mut bytes).map_err(|e| TokenError::Random {
-        message: e.to_string(),
+        source: Box::new(e),
     })?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
