@@ -34,7 +34,7 @@ use crate::engine::{decode_value_with, TreeId, Trees, WriteSet};
 use crate::error::StoreError;
 
 /// The schema version this program writes and reads.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The bytes under the `magic` key of the `meta` tree that mark a store of this program.
 pub const MAGIC: &[u8] = b"lnet-router store";
@@ -52,12 +52,22 @@ pub(crate) type Step = fn(&Trees) -> Result<WriteSet, StoreError>;
 
 /// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`: 1 to 2 stores
 /// fault rules in the lnet form; 2 to 3 adds the `lnet-router:` section (`lnet_router` in
-/// `meta`), which a version-2 store never held, so it writes nothing but the version.
-pub(crate) const MIGRATIONS: [Step; 2] = [crate::fault::v1::migrate, v2_to_v3];
+/// `meta`), which a version-2 store never held, so it writes nothing but the version; 3 to
+/// 4 adds a token's creation time (`created_ms`), which a version-3 token never had, so it
+/// writes nothing but the version either.
+pub(crate) const MIGRATIONS: [Step; 3] = [crate::fault::v1::migrate, v2_to_v3, v3_to_v4];
 
 /// Version 2 to 3: the `lnet-router:` section is new; a version-2 store has none (its
 /// daemon took the section from the configuration file at every start).
 fn v2_to_v3(_: &Trees) -> Result<WriteSet, StoreError> {
+    Ok(WriteSet::new())
+}
+
+/// Version 3 to 4: a token record may carry `created_ms`; the tokens of a version-3 store
+/// have none and read as made at an unknown time. (A version-3 program reading a
+/// version-4 token would refuse the field; the version bump makes it refuse the store by
+/// its version instead.)
+fn v3_to_v4(_: &Trees) -> Result<WriteSet, StoreError> {
     Ok(WriteSet::new())
 }
 

@@ -11,6 +11,8 @@
 //!   ([`v2_only_rule`]: a probability trigger with a limit on how often it fires).
 //! * `v3` was written once by schema 3 from the `v2` contents plus the `lnet-router:`
 //!   section only schema 3 keeps ([`V3_ROUTER_SECTION`]: every setting given).
+//! * `v4` was written once by schema 4 from the `v3` contents plus a token with the
+//!   creation time only schema 4 keeps ([`V4_TOKEN`]).
 //!
 //! Never regenerate a fixture with a later schema: each stands for stores already on disk.
 
@@ -204,8 +206,8 @@ fn open_fixture(version: u32) -> (tempfile::TempDir, Store) {
     let store = Store::open(&copy).unwrap();
     assert_eq!(
         store.schema_version().unwrap(),
-        3,
-        "v{version}: at schema 3 once open"
+        4,
+        "v{version}: at schema 4 once open"
     );
     (tmp, store)
 }
@@ -263,6 +265,32 @@ fn schema_v3_fixture_opens_and_reads_back_exactly_its_contents() {
     assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
 }
 
+/// The token the v4 fixture holds beyond the v3 contents: name, role, secret, creation
+/// time.
+const V4_TOKEN: (&str, Role, &str, u64) = (
+    "ci-bot",
+    Role::Admin,
+    "fixture-ci-bot-secret-01",
+    1_764_000_000_000,
+);
+
+#[test]
+fn schema_v4_fixture_opens_and_reads_back_exactly_its_contents() {
+    let (_tmp, store) = open_fixture(4);
+    let mut rules = fault_rules();
+    rules.push(v2_only_rule());
+    let (name, role, secret, created_ms) = V4_TOKEN;
+    let made = TokenInfo {
+        name: name.to_owned(),
+        role,
+        created_ms: Some(created_ms),
+    };
+    assert_eq!(store.verify_token(secret).unwrap(), Some(made.clone()));
+    // The v3 contents, the new token aside.
+    store.revoke_token(name).unwrap();
+    reads_back_contents(&store, &rules, &format!("{CONFIG}{V3_ROUTER_SECTION}"));
+}
+
 #[test]
 fn stores_of_schema_1_and_2_come_forward_without_an_lnet_router_section() {
     for version in [1, 2] {
@@ -287,11 +315,13 @@ fn reads_back_contents(store: &Store, rules: &[FaultRule], config: &str) {
         vec![
             TokenInfo {
                 name: "dashboard".to_owned(),
-                role: Role::Reader
+                role: Role::Reader,
+                created_ms: None,
             },
             TokenInfo {
                 name: "ops-admin".to_owned(),
-                role: Role::Admin
+                role: Role::Admin,
+                created_ms: None,
             },
         ]
     );
