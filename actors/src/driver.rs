@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lnd::{Lnd, SendError, TxRequest};
+use lnd::{Lnd, SendError, TryRefused, TxRequest};
 use lnet::Nid;
 
 /// How long [`Driver::stop`] waits for sends under way to return before it drops the LND
@@ -28,6 +28,8 @@ pub trait Driver: Send + Sync + 'static {
         &self,
         tx: TxRequest,
     ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
+    /// [`Lnd::try_send`]: never waits; [`SendError::Stopped`] once the NI is stopped.
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused>;
     /// [`Lnd::stop`]: takes the NI down. Whether it stopped cleanly (every send under way
     /// had returned within a bounded wait); a second call does nothing and says true.
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
@@ -108,6 +110,13 @@ impl<L: Lnd> Driver for NiDriver<L> {
                 None => Err(SendError::Stopped { ni }),
             }
         })
+    }
+
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        match self.lnd() {
+            Some(lnd) => lnd.try_send(tx),
+            None => Err(TryRefused::Refused(SendError::Stopped { ni: self.nid })),
+        }
     }
 
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {

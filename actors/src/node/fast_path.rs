@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use lnd::{RxMessage, SendError, TxCompletion, TxId, TxRequest};
+use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
 use lnet::forward::{ForwardTable, Live};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
@@ -319,44 +319,72 @@ impl ForwardPath {
             Waiter::Path(Box::new(move || path.resume(send)))
         });
         if let Some(send) = now {
-            self.send(send).await;
+            if let Some(send) = self.try_send(send) {
+                self.send(send).await;
+            }
         }
         Ok(())
     }
 
-    /// Sends a message that waited for its peer NI credit, from the task that gave the
-    /// credit back.
+    /// Sends a message that waited for its peer NI credit, from the completion that gave
+    /// the credit back; only if its LND would make it wait does a task of its own wait.
     fn resume(self: Arc<Self>, send: PathSend) {
+        let Some(send) = self.try_send(send) else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move { self.send(send).await });
             }
             Err(_) => {
                 let e = SendError::Stopped { ni: send.ni };
-                self.complete(TxCompletion {
-                    id: send.tx.id,
-                    ni: send.ni,
-                    peer: send.tx.peer,
-                    status: refusal_status(&e),
-                    reason: Some("node stopping".to_owned()),
-                });
+                self.refused(send.tx.id, send.ni, send.tx.peer, &e);
             }
         }
     }
 
-    /// Hands a charged message to its LND; a refusal completes it at once.
+    /// Hands a charged message to its LND if it takes it without waiting; a refusal
+    /// completes it at once. Gives it back if the LND would make it wait.
+    fn try_send(&self, send: PathSend) -> Option<PathSend> {
+        let PathSend { tx, ni, driver } = send;
+        let (id, peer) = (tx.id, tx.peer);
+        match driver.try_send(tx) {
+            Ok(()) => None,
+            Err(TryRefused::WouldWait(tx)) => Some(PathSend {
+                tx: *tx,
+                ni,
+                driver,
+            }),
+            Err(TryRefused::Refused(e)) => {
+                self.refused(id, ni, peer, &e);
+                None
+            }
+            Err(_) => {
+                self.refused(id, ni, peer, &SendError::Stopped { ni });
+                None
+            }
+        }
+    }
+
+    /// Hands a charged message to its LND, waiting if it must; a refusal completes it at
+    /// once.
     async fn send(&self, send: PathSend) {
         let PathSend { tx, ni, driver } = send;
         let (id, peer) = (tx.id, tx.peer);
         if let Err(e) = driver.send(tx).await {
-            self.complete(TxCompletion {
-                id,
-                ni,
-                peer,
-                status: refusal_status(&e),
-                reason: Some(e.to_string()),
-            });
+            self.refused(id, ni, peer, &e);
         }
+    }
+
+    /// Completes send `id` that its LND refused.
+    fn refused(&self, id: TxId, ni: Nid, peer: Nid, e: &SendError) {
+        self.complete(TxCompletion {
+            id,
+            ni,
+            peer,
+            status: refusal_status(e),
+            reason: Some(e.to_string()),
+        });
     }
 
     /// Decides the next hop and charges its local NI credit, or says the actor's path

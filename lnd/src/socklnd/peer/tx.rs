@@ -44,6 +44,16 @@ pub(crate) struct Inflight {
     pub(crate) frame_len: usize,
 }
 
+/// What [`PeerTx::try_send`] did with a send.
+pub(crate) enum Pushed {
+    /// Queued (and dispatched if a writer had room).
+    Taken,
+    /// The queue is full: the send is back.
+    Full(TxRequest),
+    /// The peer task stopped: the send is back.
+    Stopped(TxRequest),
+}
+
 /// Sends to complete once the lock is released, with why they failed if they did.
 pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
 
@@ -107,34 +117,44 @@ impl PeerTx {
 
     /// Queues `tx` and dispatches what can go, waiting while the queue is full. Gives the
     /// send back if the peer task has stopped.
-    pub(crate) async fn send(&self, tx: TxRequest) -> Result<(), TxRequest> {
+    pub(crate) async fn send(&self, mut tx: TxRequest) -> Result<(), TxRequest> {
         loop {
             let room = self.room.notified();
-            {
-                let mut st = self.lock();
-                if st.stopped {
-                    return Err(tx);
-                }
-                if st.queue.len() < self.queue_limit {
-                    let was_empty = st.queue.is_empty();
-                    st.queue.push_back(Queued {
-                        tx,
-                        since: Instant::now(),
-                    });
-                    self.dispatch(&mut st);
-                    // The task times out the queue and opens connections: it hears of a
-                    // queue that stopped being empty.
-                    let kick = was_empty && !st.queue.is_empty();
-                    drop(st);
-                    if kick {
-                        self.kick.notify_one();
-                    }
-                    return Ok(());
-                }
-                st.senders_waiting = true;
+            match self.try_send(tx) {
+                Pushed::Taken => return Ok(()),
+                Pushed::Stopped(back) => return Err(back),
+                Pushed::Full(back) => tx = back,
             }
             room.await;
         }
+    }
+
+    /// Queues `tx` and dispatches what can go, unless the queue is full or the peer task
+    /// has stopped; never waits. A sender that finds the queue full is woken (through
+    /// `room`) when it has room again.
+    pub(crate) fn try_send(&self, tx: TxRequest) -> Pushed {
+        let mut st = self.lock();
+        if st.stopped {
+            return Pushed::Stopped(tx);
+        }
+        if st.queue.len() >= self.queue_limit {
+            st.senders_waiting = true;
+            return Pushed::Full(tx);
+        }
+        let was_empty = st.queue.is_empty();
+        st.queue.push_back(Queued {
+            tx,
+            since: Instant::now(),
+        });
+        self.dispatch(&mut st);
+        // The task times out the queue and opens connections: it hears of a queue that
+        // stopped being empty.
+        let kick = was_empty && !st.queue.is_empty();
+        drop(st);
+        if kick {
+            self.kick.notify_one();
+        }
+        Pushed::Taken
     }
 
     /// A writer handed `seqs` to TCP whole on connection `conn`: what waits moves on, and
