@@ -7,9 +7,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwapOption;
 use lnd::{Lnd, SendError, TryRefused, TxRequest};
 use lnet::Nid;
 
@@ -38,7 +39,7 @@ pub trait Driver: Send + Sync + 'static {
 /// An LND in its slot. See the module documentation.
 pub struct NiDriver<L> {
     nid: Nid,
-    slot: Mutex<Option<Arc<L>>>,
+    slot: ArcSwapOption<L>,
 }
 
 impl<L> std::fmt::Debug for NiDriver<L> {
@@ -52,24 +53,17 @@ impl<L: Lnd> NiDriver<L> {
     pub fn new(lnd: L) -> NiDriver<L> {
         NiDriver {
             nid: lnd.nid(),
-            slot: Mutex::new(Some(Arc::new(lnd))),
+            slot: ArcSwapOption::from_pointee(lnd),
         }
     }
 
     /// The running LND; `None` once stopped.
     pub fn lnd(&self) -> Option<Arc<L>> {
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.slot.load_full()
     }
 
     async fn stop_lnd(&self) -> bool {
-        let taken = self
-            .slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let taken = self.slot.swap(None);
         let Some(mut lnd) = taken else {
             return true;
         };
