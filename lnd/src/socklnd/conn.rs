@@ -15,18 +15,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use lnet::{Header, HeaderForm, ProcessId};
+use bytes::BytesMut;
+use lnet::{HeaderForm, ProcessId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 pub(crate) mod end;
+pub(crate) mod item;
+
+pub(crate) use item::WriteItem;
 
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::{self, PeerTx};
-use super::peer::NiShared;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
@@ -44,19 +46,6 @@ const HEADER_READ: usize = 16 * 1024;
 /// Most bytes read at once outside a payload read into the caller's buffer (a discarded
 /// payload is read in chunks of this size).
 const READ_CHUNK: usize = 64 * 1024;
-
-/// What a writer sends.
-#[derive(Debug)]
-pub(crate) enum WriteItem {
-    /// An LNET frame of the peer's send number `seq`.
-    Lnet {
-        seq: u64,
-        header: Header,
-        payload: Bytes,
-    },
-    /// A NOOP (ZC-ACK or keepalive).
-    Noop(KsockHeader),
-}
 
 /// How far a writer got, shared with its peer task: frames go out in `seq` order, so
 /// everything up to `done_through` is on the wire, and the write under way carries
@@ -103,7 +92,8 @@ pub(crate) struct Writer<H> {
     pub(crate) conn: u64,
     pub(crate) form: HeaderForm,
     pub(crate) timeout: Duration,
-    pub(crate) ni: Arc<NiShared<H>>,
+    pub(crate) handler: Arc<H>,
+    pub(crate) nid: lnet::Nid,
     pub(crate) peer_id: ProcessId,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     pub(crate) tx: Arc<PeerTx>,
@@ -191,7 +181,7 @@ impl<H: LndHandler> Writer<H> {
         }
         let done = self.tx.written(self.conn, sent);
         sent.clear();
-        tx::complete_all(&self.ni, self.peer_id, done);
+        tx::complete_all(&*self.handler, self.nid, self.peer_id, done);
     }
 
     /// Writes the coalesced frames, keeping the progress exact after every write (a

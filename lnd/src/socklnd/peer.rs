@@ -231,7 +231,7 @@ impl<H: LndHandler> PeerTask<H> {
     }
 
     fn complete_all(&self, done: Done) {
-        tx::complete_all(&self.ni, self.id, done);
+        tx::complete_all(&*self.ni.handler, self.ni.me.nid, self.id, done);
     }
 
     fn fail_queue(&mut self, failure: TxFailure, why: &str) {
@@ -387,7 +387,8 @@ impl<H: LndHandler> PeerTask<H> {
             conn: id,
             form,
             timeout: cfg.timeout,
-            ni: self.ni.clone(),
+            handler: self.ni.handler.clone(),
+            nid: self.ni.me.nid,
             peer_id: self.id,
             peer: self.cmd_tx.clone(),
             tx: self.tx.clone(),

@@ -16,13 +16,12 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use lnet::{HeaderForm, ProcessId};
+use lnet::{HeaderForm, Nid, ProcessId};
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::NiShared;
 use crate::lnd::{LndHandler, TxCompletion, TxRequest};
-use crate::socklnd::conn::WriteItem;
+use crate::socklnd::conn::item::WriteItem;
 use crate::socklnd::placement::{self, Candidate, Traffic};
 use crate::socklnd::status::TxFailure;
 use crate::socklnd::wire::{lnet_frame_len, KsockHeader};
@@ -307,9 +306,10 @@ impl TxState {
     }
 }
 
-/// Completes `tx` (sent to `peer`) with the upper layer.
-pub(crate) fn complete<H: LndHandler>(
-    ni: &NiShared<H>,
+/// Completes `tx` (sent by NI `ni` to `peer`) with the upper layer.
+fn complete<H: LndHandler>(
+    handler: &H,
+    ni: Nid,
     peer: ProcessId,
     tx: &TxRequest,
     failure: Option<(TxFailure, String)>,
@@ -321,9 +321,9 @@ pub(crate) fn complete<H: LndHandler>(
     if let Some(why) = &reason {
         tracing::debug!(%peer, id = tx.id.0, %status, "socklnd: send failed: {why}");
     }
-    ni.handler.on_send_complete(TxCompletion {
+    handler.on_send_complete(TxCompletion {
         id: tx.id,
-        ni: ni.me.nid,
+        ni,
         peer: tx.peer,
         status,
         reason,
@@ -331,8 +331,8 @@ pub(crate) fn complete<H: LndHandler>(
 }
 
 /// Completes every send of `done`.
-pub(crate) fn complete_all<H: LndHandler>(ni: &NiShared<H>, peer: ProcessId, done: Done) {
+pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
-        complete(ni, peer, &tx, failure);
+        complete(handler, ni, peer, &tx, failure);
     }
 }
