@@ -7,10 +7,11 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
-use lnd::{Lnd, SendError, TxRequest};
+use arc_swap::ArcSwapOption;
+use lnd::{Lnd, SendError, TryRefused, TxRequest};
 use lnet::Nid;
 
 /// How long [`Driver::stop`] waits for sends under way to return before it drops the LND
@@ -28,6 +29,8 @@ pub trait Driver: Send + Sync + 'static {
         &self,
         tx: TxRequest,
     ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
+    /// [`Lnd::try_send`]: never waits; [`SendError::Stopped`] once the NI is stopped.
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused>;
     /// [`Lnd::stop`]: takes the NI down. Whether it stopped cleanly (every send under way
     /// had returned within a bounded wait); a second call does nothing and says true.
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
@@ -36,7 +39,7 @@ pub trait Driver: Send + Sync + 'static {
 /// An LND in its slot. See the module documentation.
 pub struct NiDriver<L> {
     nid: Nid,
-    slot: Mutex<Option<Arc<L>>>,
+    slot: ArcSwapOption<L>,
 }
 
 impl<L> std::fmt::Debug for NiDriver<L> {
@@ -50,24 +53,17 @@ impl<L: Lnd> NiDriver<L> {
     pub fn new(lnd: L) -> NiDriver<L> {
         NiDriver {
             nid: lnd.nid(),
-            slot: Mutex::new(Some(Arc::new(lnd))),
+            slot: ArcSwapOption::from_pointee(lnd),
         }
     }
 
     /// The running LND; `None` once stopped.
     pub fn lnd(&self) -> Option<Arc<L>> {
-        self.slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.slot.load_full()
     }
 
     async fn stop_lnd(&self) -> bool {
-        let taken = self
-            .slot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let taken = self.slot.swap(None);
         let Some(mut lnd) = taken else {
             return true;
         };
@@ -108,6 +104,13 @@ impl<L: Lnd> Driver for NiDriver<L> {
                 None => Err(SendError::Stopped { ni }),
             }
         })
+    }
+
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        match self.lnd() {
+            Some(lnd) => lnd.try_send(tx),
+            None => Err(TryRefused::Refused(SendError::Stopped { ni: self.nid })),
+        }
     }
 
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {

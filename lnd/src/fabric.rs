@@ -34,7 +34,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::lnd::{
-    Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TxCompletion, TxRequest,
+    Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxCompletion,
+    TxRequest,
 };
 
 /// Sends whose completion a link loses ([`Fabric::lose_completions`]).
@@ -377,6 +378,25 @@ async fn rx_loop<H: LndHandler>(nid: Nid, handler: Arc<H>, mut inbox: mpsc::Rece
     }
 }
 
+impl<H: LndHandler> FabricLnd<H> {
+    /// Checks `tx` as [`Lnd::send`] does.
+    fn check(&self, tx: &TxRequest) -> Result<(), SendError> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(SendError::Stopped { ni: self.nid });
+        }
+        if tx.peer.net != self.nid.net {
+            return Err(SendError::WrongNet {
+                peer: tx.peer,
+                ni: self.nid,
+            });
+        }
+        if tx.peer == self.nid {
+            return Err(SendError::SelfSend { peer: tx.peer });
+        }
+        SendError::check_payload_length(tx)
+    }
+}
+
 impl<H: LndHandler> Lnd for FabricLnd<H> {
     type Config = FabricConfig;
     type Handler = H;
@@ -433,25 +453,24 @@ impl<H: LndHandler> Lnd for FabricLnd<H> {
     }
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
-        if self.stopped.load(Ordering::SeqCst) {
-            return Err(SendError::Stopped { ni: self.nid });
-        }
-        if tx.peer.net != self.nid.net {
-            return Err(SendError::WrongNet {
-                peer: tx.peer,
-                ni: self.nid,
-            });
-        }
-        if tx.peer == self.nid {
-            return Err(SendError::SelfSend { peer: tx.peer });
-        }
-        SendError::check_payload_length(&tx)?;
+        self.check(&tx)?;
         // The NI's send task ends only when the NI stops.
         let ni = self.nid;
         self.tx
             .send(tx)
             .await
             .map_err(|_| SendError::Stopped { ni })
+    }
+
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        self.check(&tx).map_err(TryRefused::Refused)?;
+        match self.tx.try_send(tx) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(tx)) => Err(TryRefused::WouldWait(Box::new(tx))),
+            Err(mpsc::error::TrySendError::Closed(_)) => {
+                Err(TryRefused::Refused(SendError::Stopped { ni: self.nid }))
+            }
+        }
     }
 
     async fn stop(self) {

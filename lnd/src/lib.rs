@@ -11,6 +11,6 @@ pub mod o2iblnd;
 pub mod socklnd;
 
 pub use lnd::{
-    Charged, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TxCompletion, TxId,
-    TxRequest,
+    Charged, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxCompletion,
+    TxId, TxRequest,
 };

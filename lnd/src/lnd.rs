@@ -242,6 +242,17 @@ impl SendError {
     }
 }
 
+/// Why [`Lnd::try_send`] did not take a message.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TryRefused {
+    /// Taking it would mean waiting (the peer's queue is full, or the LND takes no message
+    /// without awaiting): here it is back, for [`Lnd::send`].
+    WouldWait(Box<TxRequest>),
+    /// Refused as [`Lnd::send`] would refuse it (no completion follows).
+    Refused(SendError),
+}
+
 /// One LNet network driver, running one NI.
 pub trait Lnd: Sized + Send + Sync + 'static {
     /// What it takes to start an NI.
@@ -264,6 +275,12 @@ pub trait Lnd: Sized + Send + Sync + 'static {
     /// buffering: back-pressure reaches the caller); an accepted message is finished
     /// later by [`LndHandler::on_send_complete`].
     fn send(&self, tx: TxRequest) -> impl Future<Output = Result<(), SendError>> + Send;
+
+    /// [`Lnd::send`] when it would not wait, from a context that may not await (a
+    /// completion handing its credit to a waiting message). The default takes nothing.
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        Err(TryRefused::WouldWait(Box::new(tx)))
+    }
 
     /// Takes the NI down: stops accepting, closes every connection, and finishes every
     /// send not yet handed to the network with [`HealthStatus::LocalAborted`].

@@ -1,6 +1,6 @@
 //! While the upper layer has not said where a payload goes, the connection reads nothing:
-//! the sender's credits run out and its sends wait, and nothing is lost once the upper
-//! layer catches up.
+//! the sender's writer queues and its peer queue fill and its sends wait, and nothing is
+//! lost once the upper layer catches up.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -1,4 +1,4 @@
-//! socklnd credits, queueing and failures over real loopback sockets, against fake
+//! socklnd queueing and failures over real loopback sockets, against fake
 //! kernel peers that stop reading or reset their connections. Each test has its own
 //! acceptor port; every wait is bounded.
 #![allow(
@@ -76,7 +76,7 @@ async fn send_and_collect(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn credits_bound_buffering_and_stop_finishes_every_send() {
+async fn writer_queues_and_the_peer_queue_bound_buffering_and_stop_finishes_every_send() {
     let fake = nid("127.0.0.16@tcp");
     let (conns_tx, mut conns) = mpsc::channel(16);
     silent_peer(listen("127.0.0.16:20008").await, fake, conns_tx);
@@ -87,8 +87,9 @@ async fn credits_bound_buffering_and_stop_finishes_every_send() {
     let a = Node::start(cfg).await;
     let an = a.nid();
 
-    // The peer never reads: once TCP's buffers are full, two messages hold the peer
-    // credits, four wait in the queue, and the next send waits.
+    // The peer never reads: once TCP's buffers are full, the writer of each connection the
+    // frames went on holds at most peer_credits of them in its queue and as many in the
+    // round it is writing, four wait in the peer queue, and the next send waits.
     let payload = pattern(1 << 20, 1);
     let header = put(an, fake, &payload, false);
     let mut accepted = 0u64;
@@ -108,9 +109,9 @@ async fn credits_bound_buffering_and_stop_finishes_every_send() {
     }
     let stats = a.lnd.peer_stats(fake).await.unwrap();
     assert_eq!(stats.queued, 4, "{stats:?}");
-    assert_eq!(stats.in_flight, 2, "{stats:?}");
-    assert_eq!(stats.credits, -4, "{stats:?}");
-    assert!(stats.min_credits <= -4, "{stats:?}");
+    // At most 2 x peer_credits on each connection that carries LNET frames (BULK_OUT,
+    // and CONTROL for what went before BULK_OUT was up).
+    assert!((1..=8).contains(&stats.in_flight), "{stats:?}");
     let mut kept = Vec::new();
     while let Ok(c) = conns.try_recv() {
         kept.push(c);
@@ -129,7 +130,7 @@ async fn credits_bound_buffering_and_stop_finishes_every_send() {
         .iter()
         .filter(|s| **s == HealthStatus::LocalAborted)
         .count();
-    assert!(aborted >= 6, "{statuses:?}");
+    assert!(aborted > stats.queued, "{statuses:?}");
     assert!(
         done.recv().await.is_none(),
         "no completion after the last one"
@@ -228,55 +229,4 @@ async fn reset_while_writing_completes_remote_dropped() {
         "{statuses:?}"
     );
     a.lnd.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ni_credits_are_shared_by_every_peer() {
-    let (x, y) = (nid("127.0.0.30@tcp"), nid("127.0.0.31@tcp"));
-    let (conns_tx, mut conns) = mpsc::channel(64);
-    silent_peer(listen("127.0.0.30:20015").await, x, conns_tx.clone());
-    silent_peer(listen("127.0.0.31:20015").await, y, conns_tx);
-    tokio::spawn(async move {
-        let mut kept = Vec::new();
-        while let Some(c) = conns.recv().await {
-            kept.push(c);
-        }
-    });
-    let mut cfg = config("127.0.0.32", 20015);
-    cfg.listen = None;
-    cfg.credits = 1;
-    cfg.peer_queue = 2;
-    let a = Node::start(cfg).await;
-    let an = a.nid();
-
-    // X stops reading: its stalled frame holds the NI's only credit.
-    let payload = pattern(1 << 20, 6);
-    let mut sent = 0u64;
-    loop {
-        let tx = TxRequest {
-            id: TxId(sent),
-            peer: x,
-            header: put(an, x, &payload, false),
-            payload: payload.clone(),
-        };
-        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
-            Ok(r) => r.unwrap(),
-            Err(_) => break,
-        }
-        sent += 1;
-        assert!(sent < 200, "sends to X never waited");
-    }
-    let sx = a.lnd.peer_stats(x).await.unwrap();
-    assert_eq!(sx.in_flight, 1, "{sx:?}");
-
-    // Y is connected and has credits of its own, but no NI credit is left.
-    a.send(1000, y, get(an, y, 272), Bytes::new()).await;
-    wait_conns(&a.lnd, y, 3).await;
-    let sy = a.lnd.peer_stats(y).await.unwrap();
-    assert_eq!((sy.queued, sy.in_flight), (1, 0), "{sy:?}");
-
-    let Node { lnd, mut done, .. } = a;
-    lnd.stop().await;
-    let statuses = completions(&mut done, sent as usize + 1).await;
-    assert!(statuses.contains(&HealthStatus::LocalAborted));
 }

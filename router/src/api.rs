@@ -12,7 +12,8 @@ use lnet::{Net, Nid};
 use store::Store;
 use web::{
     ApiEvent, ConfigStore, EventBody, EventSink, LogCursor, LogPage, NiKindDoc, Role, SinkError,
-    TokenIdentity, TokenVerifier, Transport, WebConfig, WebContext, WebError, WebServer,
+    TokenEntry, TokenError, TokenIdentity, TokenVerifier, Transport, WebConfig, WebContext,
+    WebError, WebServer,
 };
 
 /// Where and how the API listens.
@@ -52,19 +53,49 @@ impl ApiSettings {
     }
 }
 
-/// The store's API tokens, as the server checks them.
+/// The store's API tokens, as the server checks, makes, lists and revokes them.
 #[derive(Debug, Clone)]
 pub struct StoreTokens(pub Arc<Store>);
+
+fn web_role(role: store::Role) -> Role {
+    match role {
+        store::Role::Admin => Role::Admin,
+        store::Role::Reader => Role::Reader,
+    }
+}
+
+/// A refusal of the store's token table as the API's token error.
+fn token_error(name: &str, e: store::StoreError) -> TokenError {
+    match e {
+        store::StoreError::InvalidArgument {
+            what: "token name", ..
+        } => TokenError::BadName {
+            name: name.to_owned(),
+        },
+        store::StoreError::InvalidArgument {
+            what: "token secret",
+            ..
+        } => TokenError::ShortSecret {
+            min: store::MIN_SECRET_BYTES,
+        },
+        store::StoreError::AlreadyExists { what: "token", .. } => TokenError::Exists {
+            name: name.to_owned(),
+        },
+        store::StoreError::NotFound { what: "token", .. } => TokenError::NotFound {
+            name: name.to_owned(),
+        },
+        other => TokenError::Failed {
+            source: Box::new(other),
+        },
+    }
+}
 
 impl TokenVerifier for StoreTokens {
     fn verify(&self, secret: &str) -> Option<TokenIdentity> {
         match self.0.verify_token(secret) {
             Ok(Some(t)) => Some(TokenIdentity {
                 name: t.name,
-                role: match t.role {
-                    store::Role::Admin => Role::Admin,
-                    store::Role::Reader => Role::Reader,
-                },
+                role: web_role(t.role),
             }),
             Ok(None) => None,
             Err(e) => {
@@ -72,6 +103,40 @@ impl TokenVerifier for StoreTokens {
                 None
             }
         }
+    }
+
+    fn create_token(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: u64,
+    ) -> Result<(), TokenError> {
+        let role = match role {
+            Role::Admin => store::Role::Admin,
+            Role::Reader => store::Role::Reader,
+        };
+        self.0
+            .create_token_at(name, role, secret, created_ms)
+            .map_err(|e| token_error(name, e))
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenEntry>, TokenError> {
+        Ok(self
+            .0
+            .tokens()
+            .map_err(|e| token_error("", e))?
+            .into_iter()
+            .map(|t| TokenEntry {
+                name: t.name,
+                role: web_role(t.role),
+                created_ms: t.created_ms,
+            })
+            .collect())
+    }
+
+    fn revoke_token(&self, name: &str) -> Result<(), TokenError> {
+        self.0.revoke_token(name).map_err(|e| token_error(name, e))
     }
 }
 

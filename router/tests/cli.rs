@@ -1,7 +1,8 @@
 //! The lnetctl-style subcommands against a running daemon over HTTPS: their YAML has the
 //! shape of real `lnetctl` output (the kernel 2.17.57 captures in lnet's fixtures: same keys
 //! at the same depths), changes need an admin token, and refusals are printed the way
-//! lnetctl prints errors.
+//! lnetctl prints errors. API tokens are made, listed and revoked at run time, and kept
+//! across a restart.
 
 #![allow(
     clippy::unwrap_used,
@@ -46,9 +47,14 @@ fn shape(text: &str) -> BTreeSet<String> {
 }
 
 fn ctl(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    ctl_at(API, cert, token, args)
+}
+
+/// A command against the API on port `api`.
+fn ctl_at(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(BIN)
         .arg("--api")
-        .arg(format!("https://127.0.0.1:{API}"))
+        .arg(format!("https://127.0.0.1:{api}"))
         .arg("--ca-cert")
         .arg(cert)
         .arg("--token")
@@ -287,6 +293,171 @@ lnet-router:
     );
     let (_, out, _) = run(READER, &["global", "show"]);
     assert!(out.contains("retry_count: 1\n"), "{out}");
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+}
+
+/// The value of `key: ` on the line that has it, quotes taken off.
+fn yaml_value<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find_map(|l| l.trim_start().strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {text}"))
+        .trim_matches('"')
+}
+
+#[actix::test]
+async fn tokens_are_made_listed_and_revoked_at_run_time_and_kept_across_a_restart() {
+    const PORT: u16 = 24_410;
+    const API: u16 = 24_411;
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
+    let config = dir.path().join("lnet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.36.11@tcp
+lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    )
+    .unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("ops admin {ADMIN}\n")).unwrap();
+    let data = dir.path().join("data");
+    let api = format!("127.0.0.1:{API}");
+    let args: Vec<&std::ffi::OsStr> = vec![
+        "run".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--data-dir".as_ref(),
+        data.as_os_str(),
+        "--tokens-file".as_ref(),
+        tokens.as_os_str(),
+        "--api-listen".as_ref(),
+        api.as_ref(),
+        "--tls-cert".as_ref(),
+        cert_path.as_os_str(),
+        "--tls-key".as_ref(),
+        key_path.as_os_str(),
+    ];
+    let api_addr = SocketAddr::from(([127, 0, 0, 1], API));
+    let mut d = Daemon::start_args(&args);
+    timeout(WAIT, wait_listening(&mut d, api_addr))
+        .await
+        .expect("bounded");
+    let run = |token: &str, args: &[&str]| ctl_at(API, &cert_path, token, args);
+
+    // An admin makes a token: its secret is printed this once, and it works at once.
+    let (ok, out, err) = run(
+        ADMIN,
+        &["token", "create", "--name", "ci", "--role", "admin"],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with("token create:\n    - name: ci\n      role: admin\n      created: 20"),
+        "{out}"
+    );
+    let ci = yaml_value(&out, "secret").to_owned();
+    assert_eq!(ci.len(), 64, "{out}");
+    let (ok, out, err) = run(&ci, &["whoami"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "whoami:\n    name: ci\n    role: admin\n");
+    // Reader unless a role is given.
+    let (ok, out, err) = run(&ci, &["token", "create", "--name", "view"]);
+    assert!(ok, "{err}");
+    assert_eq!(yaml_value(&out, "role"), "reader");
+    let view = yaml_value(&out, "secret").to_owned();
+
+    // The list: names, roles, creation times; no secret. The tokens file's token has no
+    // creation time.
+    let (ok, listed, err) = run(ADMIN, &["token", "list"]);
+    assert!(ok, "{err}");
+    assert!(
+        listed.starts_with("token list:\n    - name: ci\n      role: admin\n      created: 20"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("    - name: ops\n      role: admin\n      created: unknown\n"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("    - name: view\n      role: reader\n"),
+        "{listed}"
+    );
+    for secret in [ADMIN, ci.as_str(), view.as_str()] {
+        assert!(!listed.contains(secret), "{listed}");
+    }
+
+    // A reader token may ask who it is, and nothing more.
+    let (ok, out, err) = run(&view, &["whoami"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "whoami:\n    name: view\n    role: reader\n");
+    for (args, command) in [
+        (&["token", "list"][..], "list"),
+        (&["token", "create", "--name", "mine"][..], "create"),
+        (&["token", "revoke", "ops"][..], "revoke"),
+    ] {
+        let (ok, _, err) = run(&view, args);
+        assert!(!ok);
+        assert!(
+            err.starts_with(&format!("{command}:\n    - token:\n          errno: -1\n")),
+            "{err}"
+        );
+    }
+    // Bad input: a name in use, a bad name, an unknown role.
+    let (ok, _, err) = run(ADMIN, &["token", "create", "--name", "ci"]);
+    assert!(!ok);
+    assert!(
+        err.contains("errno: -17") && err.contains("exists already"),
+        "{err}"
+    );
+    let (ok, _, err) = run(ADMIN, &["token", "create", "--name", ""]);
+    assert!(!ok);
+    assert!(
+        err.contains("errno: -22") && err.contains("name: bad token name"),
+        "{err}"
+    );
+    let (ok, _, err) = run(ADMIN, &["token", "create", "--name", "x", "--role", "root"]);
+    assert!(!ok);
+    assert!(
+        err.contains("root") && err.contains("admin, reader"),
+        "{err}"
+    );
+
+    // A restart from the same data directory keeps the tokens made at run time.
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+    let mut d = Daemon::start_args(&args);
+    timeout(WAIT, wait_listening(&mut d, api_addr))
+        .await
+        .expect("bounded");
+    let (ok, out, err) = run(&ci, &["whoami"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "whoami:\n    name: ci\n    role: admin\n");
+    let (ok, after, err) = run(ADMIN, &["token", "list"]);
+    assert!(ok, "{err}");
+    assert_eq!(after, listed);
+
+    // Revoked: the next request with it is refused.
+    let (ok, out, err) = run(&ci, &["token", "revoke", "view"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "");
+    let (ok, _, err) = run(&view, &["whoami"]);
+    assert!(!ok);
+    assert!(
+        err.starts_with("show:\n    - whoami:\n          errno: -1\n") && err.contains("revoked"),
+        "{err}"
+    );
+    let (ok, _, err) = run(&ci, &["token", "revoke", "view"]);
+    assert!(!ok);
+    assert!(err.contains("errno: -2"), "{err}");
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");

@@ -1,4 +1,4 @@
-//! Whether the router was left draining (schema 4): `lnet-router drain` takes a router
+//! Whether the router was left draining (schema 5): `lnet-router drain` takes a router
 //! out of service without stopping it, and a drained router that restarts comes back
 //! drained until `lnetctl set routing 1` brings it back. Kept as the `draining` key of the
 //! `meta` tree, present (`true`) only while draining, so that a store of an older schema

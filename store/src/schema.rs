@@ -3,7 +3,7 @@
 //! The `meta` tree holds `magic` (the bytes [`MAGIC`], which mark a store of this
 //! program), `schema_version` (the schema version, a big-endian `u32`), counters, and
 //! (from version 3) `lnet_router`, the daemon's `lnet-router:` section, and (from version
-//! 4) `draining`, present while the router is left draining. Opening a store:
+//! 5) `draining`, present while the router is left draining. Opening a store:
 //!
 //! - a new, empty database is stamped with the magic and [`SCHEMA_VERSION`];
 //! - a database without the magic, or with other bytes there, is refused
@@ -35,7 +35,7 @@ use crate::engine::{decode_value_with, TreeId, Trees, WriteSet};
 use crate::error::StoreError;
 
 /// The schema version this program writes and reads.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The bytes under the `magic` key of the `meta` tree that mark a store of this program.
 pub const MAGIC: &[u8] = b"lnet-router store";
@@ -53,10 +53,12 @@ pub(crate) type Step = fn(&Trees) -> Result<WriteSet, StoreError>;
 
 /// The migration steps, `MIGRATIONS[n - 1]` from version `n` to `n + 1`: 1 to 2 stores
 /// fault rules in the lnet form; 2 to 3 adds the `lnet-router:` section (`lnet_router` in
-/// `meta`), which a version-2 store never held, so it writes nothing but the version; 3
-/// to 4 adds the drain (`draining` in `meta`), which a version-3 store never held (its
-/// router was never left draining), so it writes nothing either.
-pub(crate) const MIGRATIONS: [Step; 3] = [crate::fault::v1::migrate, v2_to_v3, v3_to_v4];
+/// `meta`), which a version-2 store never held, so it writes nothing but the version; 3 to
+/// 4 adds a token's creation time (`created_ms`), which a version-3 token never had, so it
+/// writes nothing but the version either; 4 to 5 adds the drain (`draining` in `meta`),
+/// which a version-4 store never held (its router was never left draining), so it writes
+/// nothing but the version too.
+pub(crate) const MIGRATIONS: [Step; 4] = [crate::fault::v1::migrate, v2_to_v3, v3_to_v4, v4_to_v5];
 
 /// Version 2 to 3: the `lnet-router:` section is new; a version-2 store has none (its
 /// daemon took the section from the configuration file at every start).
@@ -64,9 +66,19 @@ fn v2_to_v3(_: &Trees) -> Result<WriteSet, StoreError> {
     Ok(WriteSet::new())
 }
 
-/// Version 3 to 4: the drain is new; a version-3 store's router was not left draining
-/// (absent means not draining).
+/// Version 3 to 4: a token record may carry `created_ms`; the tokens of a version-3 store
+/// have none and read as made at an unknown time. (A version-3 program reading a
+/// version-4 token would refuse the field; the version bump makes it refuse the store by
+/// its version instead.)
 fn v3_to_v4(_: &Trees) -> Result<WriteSet, StoreError> {
+    Ok(WriteSet::new())
+}
+
+/// Version 4 to 5: the drain is new; a version-4 store's router was not left draining
+/// (absent means not draining). (A version-4 program does not read the `draining` key and
+/// would put a drained router back in service; the version bump makes it refuse the store
+/// by its version instead.)
+fn v4_to_v5(_: &Trees) -> Result<WriteSet, StoreError> {
     Ok(WriteSet::new())
 }
 

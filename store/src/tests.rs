@@ -135,8 +135,8 @@ fn the_drain_is_kept_across_reopen_and_an_import_and_cleared_by_undrain() {
 #[test]
 fn open_creates_a_store_stamped_with_the_schema_version() {
     let (_dir, store) = fresh();
-    assert_eq!(store.schema_version().unwrap(), 4);
-    assert_eq!(schema::SCHEMA_VERSION, 4);
+    assert_eq!(store.schema_version().unwrap(), 5);
+    assert_eq!(schema::SCHEMA_VERSION, 5);
     assert_eq!(
         store
             .trees
@@ -200,14 +200,14 @@ fn open_refuses_a_newer_schema_naming_both_versions() {
             err,
             StoreError::NewerSchema {
                 found: 7,
-                supported: 4
+                supported: 5
             }
         ),
         "{err:?}"
     );
     let text = err.to_string();
     assert!(
-        text.contains("version 7") && text.contains("version 4"),
+        text.contains("version 7") && text.contains("version 5"),
         "{text}"
     );
 }
@@ -1148,7 +1148,8 @@ fn verify_token_finds_the_token_of_a_secret_and_nothing_for_another() {
         store.verify_token("reader-secret-000001").unwrap(),
         Some(TokenInfo {
             name: "dash".to_owned(),
-            role: Role::Reader
+            role: Role::Reader,
+            created_ms: None,
         })
     );
     assert_eq!(
@@ -1160,6 +1161,57 @@ fn verify_token_finds_the_token_of_a_secret_and_nothing_for_another() {
     );
     assert_eq!(store.verify_token("admin-secret-0000002").unwrap(), None);
     assert_eq!(store.verify_token("").unwrap(), None);
+}
+
+#[test]
+fn a_token_keeps_its_creation_time_and_never_its_secret() {
+    let (dir, store) = fresh();
+    let secret = "made-at-secret-000001";
+    store
+        .create_token_at("ci", Role::Admin, secret, 1_764_000_000_123)
+        .unwrap();
+    store
+        .create_token("file", Role::Reader, "from-file-secret-0001")
+        .unwrap();
+    let listed = store.tokens().unwrap();
+    assert_eq!(
+        listed,
+        vec![
+            TokenInfo {
+                name: "ci".to_owned(),
+                role: Role::Admin,
+                created_ms: Some(1_764_000_000_123),
+            },
+            TokenInfo {
+                name: "file".to_owned(),
+                role: Role::Reader,
+                created_ms: None,
+            },
+        ]
+    );
+    assert_eq!(
+        store
+            .verify_token(secret)
+            .unwrap()
+            .and_then(|t| t.created_ms),
+        Some(1_764_000_000_123)
+    );
+    // Reopened: the same list; the secret is in none of the store's files.
+    let store = reopen(&dir, store);
+    assert_eq!(store.tokens().unwrap(), listed);
+    let path = store.path().to_owned();
+    drop(store);
+    for entry in std::fs::read_dir(path).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{}",
+                path.display()
+            );
+        }
+    }
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! API bearer tokens: a name, a role, and the SHA-256 hash of the secret. The secret
-//! itself is never stored; a presented secret is hashed and compared with every stored
-//! hash in constant time.
+//! API bearer tokens: a name, a role, the SHA-256 hash of the secret and (from schema 4)
+//! when the token was made. The secret itself is never stored; a presented secret is
+//! hashed and compared with every stored hash in constant time.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -31,6 +31,10 @@ pub struct TokenInfo {
     pub name: String,
     /// Its role.
     pub role: Role,
+    /// When it was made, in milliseconds since the Unix epoch (wall-clock time, as the
+    /// caller gave it); `None` for a token made without one (a token of the tokens file,
+    /// or one stored before schema 4).
+    pub created_ms: Option<u64>,
 }
 
 /// The stored form (the key is the name).
@@ -40,6 +44,9 @@ struct TokenRecord {
     role: Role,
     /// Lowercase hex of the SHA-256 of the secret.
     sha256: String,
+    /// When the token was made (milliseconds since the Unix epoch), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created_ms: Option<u64>,
 }
 
 fn digest(secret: &str) -> [u8; 32] {
@@ -76,7 +83,14 @@ pub(crate) fn decode_token_entry(k: &[u8], v: &[u8]) -> Result<(TokenInfo, [u8; 
         key: name.clone(),
         source,
     })?;
-    Ok((TokenInfo { name, role: r.role }, hash))
+    Ok((
+        TokenInfo {
+            name,
+            role: r.role,
+            created_ms: r.created_ms,
+        },
+        hash,
+    ))
 }
 
 impl Store {
@@ -90,9 +104,31 @@ impl Store {
 
     /// Creates a token named `name` (1 to 64 ASCII letters, digits, `.`, `_`, `-`) with
     /// `role`, for `secret` (at least [`MIN_SECRET_BYTES`] bytes, which the caller draws
-    /// from a secure random source). Only the secret's SHA-256 is stored. Refuses a name
-    /// in use and a secret another token has.
+    /// from a secure random source), without a creation time. Only the secret's SHA-256
+    /// is stored. Refuses a name in use and a secret another token has.
     pub fn create_token(&self, name: &str, role: Role, secret: &str) -> Result<(), StoreError> {
+        self.put_token(name, role, secret, None)
+    }
+
+    /// [`Store::create_token`], recording that the token was made at `created_ms`
+    /// (milliseconds since the Unix epoch), which [`Store::tokens`] lists.
+    pub fn create_token_at(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: u64,
+    ) -> Result<(), StoreError> {
+        self.put_token(name, role, secret, Some(created_ms))
+    }
+
+    fn put_token(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: Option<u64>,
+    ) -> Result<(), StoreError> {
         keys::check_token_name(name).map_err(|reason| StoreError::InvalidArgument {
             what: "token name",
             reason: reason.to_owned(),
@@ -125,6 +161,7 @@ impl Store {
             &TokenRecord {
                 role,
                 sha256: keys::hex(&hash),
+                created_ms,
             },
         )?;
         self.trees.commit(set)

@@ -11,8 +11,10 @@
 //!   ([`v2_only_rule`]: a probability trigger with a limit on how often it fires).
 //! * `v3` was written once by schema 3 from the `v2` contents plus the `lnet-router:`
 //!   section only schema 3 keeps ([`V3_ROUTER_SECTION`]: every setting given).
-//! * `v4` was written once by schema 4 from the `v3` contents (opened and migrated) plus
-//!   the drain only schema 4 keeps: the router was left draining.
+//! * `v4` was written once by schema 4 from the `v3` contents plus a token with the
+//!   creation time only schema 4 keeps ([`V4_TOKEN`]).
+//! * `v5` was written once by schema 5 from the `v4` fixture (opened and migrated) plus
+//!   the drain only schema 5 keeps: the router was left draining.
 //!
 //! Never regenerate a fixture with a later schema: each stands for stores already on disk.
 
@@ -206,8 +208,8 @@ fn open_fixture(version: u32) -> (tempfile::TempDir, Store) {
     let store = Store::open(&copy).unwrap();
     assert_eq!(
         store.schema_version().unwrap(),
-        store::schema::SCHEMA_VERSION,
-        "v{version}: at the newest schema once open"
+        5,
+        "v{version}: at schema 5 once open"
     );
     (tmp, store)
 }
@@ -265,13 +267,48 @@ fn schema_v3_fixture_opens_and_reads_back_exactly_its_contents() {
     assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
 }
 
+/// The token the v4 fixture holds beyond the v3 contents: name, role, secret, creation
+/// time.
+const V4_TOKEN: (&str, Role, &str, u64) = (
+    "ci-bot",
+    Role::Admin,
+    "fixture-ci-bot-secret-01",
+    1_764_000_000_000,
+);
+
 #[test]
-fn schema_v4_fixture_opens_and_reads_back_exactly_its_contents_left_draining() {
+fn schema_v4_fixture_opens_and_reads_back_exactly_its_contents() {
     let (_tmp, store) = open_fixture(4);
     let mut rules = fault_rules();
     rules.push(v2_only_rule());
+    let (name, role, secret, created_ms) = V4_TOKEN;
+    let made = TokenInfo {
+        name: name.to_owned(),
+        role,
+        created_ms: Some(created_ms),
+    };
+    assert_eq!(store.verify_token(secret).unwrap(), Some(made.clone()));
+    // The v3 contents, the new token aside.
+    store.revoke_token(name).unwrap();
     reads_back_contents(&store, &rules, &format!("{CONFIG}{V3_ROUTER_SECTION}"));
+}
+
+#[test]
+fn schema_v5_fixture_opens_and_reads_back_exactly_its_contents_left_draining() {
+    let (_tmp, store) = open_fixture(5);
+    let mut rules = fault_rules();
+    rules.push(v2_only_rule());
     assert!(store.draining().unwrap(), "the router was left draining");
+    let (name, role, secret, created_ms) = V4_TOKEN;
+    let made = TokenInfo {
+        name: name.to_owned(),
+        role,
+        created_ms: Some(created_ms),
+    };
+    assert_eq!(store.verify_token(secret).unwrap(), Some(made));
+    // The v3 contents, the v4 token aside.
+    store.revoke_token(name).unwrap();
+    reads_back_contents(&store, &rules, &format!("{CONFIG}{V3_ROUTER_SECTION}"));
 
     assert_eq!(store.add_fault_rule(&fault_rules()[1]).unwrap(), 3);
     store.set_draining(false).unwrap();
@@ -279,8 +316,8 @@ fn schema_v4_fixture_opens_and_reads_back_exactly_its_contents_left_draining() {
 }
 
 #[test]
-fn stores_of_schema_1_to_3_come_forward_not_draining() {
-    for version in [1, 2, 3] {
+fn stores_of_schema_1_to_4_come_forward_not_draining() {
+    for version in [1, 2, 3, 4] {
         let (_tmp, store) = open_fixture(version);
         assert!(!store.draining().unwrap(), "v{version}");
     }
@@ -310,11 +347,13 @@ fn reads_back_contents(store: &Store, rules: &[FaultRule], config: &str) {
         vec![
             TokenInfo {
                 name: "dashboard".to_owned(),
-                role: Role::Reader
+                role: Role::Reader,
+                created_ms: None,
             },
             TokenInfo {
                 name: "ops-admin".to_owned(),
-                role: Role::Admin
+                role: Role::Admin,
+                created_ms: None,
             },
         ]
     );

@@ -6,6 +6,10 @@
 //! is recorded as an admin event naming the token, in the server's event ring and in the
 //! [`EventSink`](crate::EventSink) the daemon gives (the store's event log).
 //!
+//! The same [`TokenVerifier`] keeps the tokens an admin makes and revokes at run time
+//! (`POST /api/v1/tokens`, `DELETE /api/v1/tokens/{name}`): a new token's secret is drawn
+//! here ([`new_secret`]), shown once in the answer, and handed over to be kept hashed.
+//!
 //! [`MemoryTokens`] is a verifier that keeps SHA-256 hashes of the secrets in memory and
 //! compares them in constant time: for a daemon without a store, and for tests.
 
@@ -59,16 +63,49 @@ pub struct TokenIdentity {
     pub role: Role,
 }
 
-/// Tells who a presented bearer secret belongs to. The store implements it over its token
-/// table (name, role, SHA-256 of the secret).
+/// A token as the API lists it: never its secret nor its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokenEntry {
+    /// Its name.
+    pub name: String,
+    /// Its role.
+    pub role: Role,
+    /// When it was made, in milliseconds since the Unix epoch; `null` when not known (a
+    /// token of the daemon's tokens file, or one made before creation times were kept).
+    pub created_ms: Option<u64>,
+}
+
+/// The API's tokens: tells who a presented bearer secret belongs to, and makes, lists and
+/// revokes tokens at run time. The store implements it over its token table (name, role,
+/// SHA-256 of the secret, creation time). A secret is never kept, only its hash.
 pub trait TokenVerifier: Send + Sync + 'static {
     /// The token whose secret this is, or `None` when no token has it (revoked or never
     /// made). Must not reveal through its timing which token came close.
     fn verify(&self, secret: &str) -> Option<TokenIdentity>;
+
+    /// Makes a token named `name` with `role` for `secret` (only its hash is kept), made
+    /// at `created_ms` (milliseconds since the Unix epoch). Refuses a bad name
+    /// ([`TokenError::BadName`]), a short secret, and a name in use
+    /// ([`TokenError::Exists`]); once it returns, [`TokenVerifier::verify`] knows it.
+    fn create_token(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: u64,
+    ) -> Result<(), TokenError>;
+
+    /// Every token, by name.
+    fn tokens(&self) -> Result<Vec<TokenEntry>, TokenError>;
+
+    /// Revokes token `name` ([`TokenError::NotFound`] when there is none); once it
+    /// returns, [`TokenVerifier::verify`] no longer knows its secret.
+    fn revoke_token(&self, name: &str) -> Result<(), TokenError>;
 }
 
-/// Why [`MemoryTokens`] refused a token.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a token could not be made, listed or revoked.
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
     /// The name is empty, too long, or has characters other than ASCII letters, digits,
@@ -90,6 +127,26 @@ pub enum TokenError {
         /// The name.
         name: String,
     },
+    /// No token has this name.
+    #[error("no token {name:?}")]
+    NotFound {
+        /// The name.
+        name: String,
+    },
+    /// No secret could be drawn: the system's random source failed.
+    #[error("no random secret: {source}")]
+    Random {
+        /// What the random source said.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The tokens' keeper (the store) failed.
+    #[error("the tokens could not be read or kept: {source}")]
+    Failed {
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// The shortest secret [`MemoryTokens`] accepts.
@@ -102,10 +159,24 @@ pub fn secret_hash(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
+/// Random bytes in a secret [`new_secret`] draws.
+pub const SECRET_BYTES: usize = 32;
+
+/// A new token secret: [`SECRET_BYTES`] bytes from the operating system's random source,
+/// as lowercase hex.
+pub fn new_secret() -> Result<String, TokenError> {
+    let mut bytes = [0u8; SECRET_BYTES];
+    getrandom::getrandom(&mut bytes).map_err(|e| TokenError::Random {
+        source: Box::new(e),
+    })?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     role: Role,
     hash: [u8; 32],
+    created_ms: Option<u64>,
 }
 
 /// Tokens kept in memory as SHA-256 hashes of their secrets. [`TokenVerifier::verify`]
@@ -151,6 +222,16 @@ impl MemoryTokens {
 
     /// Adds a token from the SHA-256 hash of its secret.
     pub fn create_hashed(&self, name: &str, role: Role, hash: [u8; 32]) -> Result<(), TokenError> {
+        self.insert(name, role, hash, None)
+    }
+
+    fn insert(
+        &self,
+        name: &str,
+        role: Role,
+        hash: [u8; 32],
+        created_ms: Option<u64>,
+    ) -> Result<(), TokenError> {
         check_name(name)?;
         let mut map = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         if map.contains_key(name) {
@@ -158,7 +239,14 @@ impl MemoryTokens {
                 name: name.to_owned(),
             });
         }
-        map.insert(name.to_owned(), Entry { role, hash });
+        map.insert(
+            name.to_owned(),
+            Entry {
+                role,
+                hash,
+                created_ms,
+            },
+        );
         Ok(())
     }
 
@@ -197,6 +285,45 @@ impl TokenVerifier for MemoryTokens {
             }
         }
         found
+    }
+
+    fn create_token(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: u64,
+    ) -> Result<(), TokenError> {
+        if secret.len() < MIN_SECRET_LEN {
+            return Err(TokenError::ShortSecret {
+                min: MIN_SECRET_LEN,
+            });
+        }
+        self.insert(name, role, secret_hash(secret), Some(created_ms))
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenEntry>, TokenError> {
+        Ok(self
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(name, e)| TokenEntry {
+                name: name.clone(),
+                role: e.role,
+                created_ms: e.created_ms,
+            })
+            .collect())
+    }
+
+    fn revoke_token(&self, name: &str) -> Result<(), TokenError> {
+        if self.revoke(name) {
+            Ok(())
+        } else {
+            Err(TokenError::NotFound {
+                name: name.to_owned(),
+            })
+        }
     }
 }
 
@@ -253,5 +380,43 @@ mod tests {
             u.verify("0123456789abcdef").map(|i| i.name),
             Some("h".into())
         );
+    }
+
+    #[test]
+    fn tokens_made_at_run_time_are_listed_with_their_time_and_revoked() {
+        let t = MemoryTokens::new();
+        t.create("file", Role::Admin, "0123456789abcdef-file")
+            .unwrap();
+        let secret = new_secret().unwrap();
+        assert_eq!(secret.len(), 2 * SECRET_BYTES);
+        assert!(secret.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(secret, new_secret().unwrap());
+        t.create_token("ci", Role::Reader, &secret, 42).unwrap();
+        assert!(matches!(
+            t.create_token("ci", Role::Reader, &new_secret().unwrap(), 43),
+            Err(TokenError::Exists { .. })
+        ));
+        assert_eq!(
+            t.tokens().unwrap(),
+            vec![
+                TokenEntry {
+                    name: "ci".into(),
+                    role: Role::Reader,
+                    created_ms: Some(42)
+                },
+                TokenEntry {
+                    name: "file".into(),
+                    role: Role::Admin,
+                    created_ms: None
+                },
+            ]
+        );
+        assert_eq!(t.verify(&secret).map(|i| i.name), Some("ci".into()));
+        t.revoke_token("ci").unwrap();
+        assert_eq!(t.verify(&secret), None);
+        assert!(matches!(
+            t.revoke_token("ci"),
+            Err(TokenError::NotFound { .. })
+        ));
     }
 }

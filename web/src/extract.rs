@@ -24,12 +24,35 @@ pub(crate) struct Reader(#[allow(dead_code)] pub(crate) TokenIdentity);
 #[derive(Debug, Clone)]
 pub(crate) struct Admin(pub(crate) TokenIdentity);
 
+/// The token of a read only an admin may make (the list of tokens): an admin token, on
+/// any server, a read-only one too.
+#[derive(Debug, Clone)]
+pub(crate) struct AdminRead(#[allow(dead_code)] pub(crate) TokenIdentity);
+
 /// The source address of a request, when the server recorded it.
 pub(crate) fn peer_ip(parts: &Parts) -> Option<IpAddr> {
     parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip())
+}
+
+/// The secret of the request's `Authorization: Bearer SECRET` header.
+pub(crate) fn bearer_secret(headers: &HeaderMap) -> Result<&str, ApiError> {
+    let Some(value) = headers.get(AUTHORIZATION) else {
+        return Err(ApiError::Unauthorized {
+            message: "a bearer token is needed (Authorization: Bearer TOKEN)".into(),
+        });
+    };
+    let text = value.to_str().map_err(|_| ApiError::Unauthorized {
+        message: "the Authorization header is not text".into(),
+    })?;
+    text.split_once(' ')
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, s)| s.trim())
+        .ok_or_else(|| ApiError::Unauthorized {
+            message: "the Authorization header is not a bearer token".into(),
+        })
 }
 
 /// The identity behind the request's `Authorization: Bearer SECRET` header. A secret no
@@ -40,21 +63,7 @@ pub(crate) fn identify(
     peer: Option<IpAddr>,
     state: &AppState,
 ) -> Result<TokenIdentity, ApiError> {
-    let Some(value) = headers.get(AUTHORIZATION) else {
-        return Err(ApiError::Unauthorized {
-            message: "a bearer token is needed (Authorization: Bearer TOKEN)".into(),
-        });
-    };
-    let text = value.to_str().map_err(|_| ApiError::Unauthorized {
-        message: "the Authorization header is not text".into(),
-    })?;
-    let secret = text
-        .split_once(' ')
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, s)| s.trim())
-        .ok_or_else(|| ApiError::Unauthorized {
-            message: "the Authorization header is not a bearer token".into(),
-        })?;
+    let secret = bearer_secret(headers)?;
     let shared = &state.shared;
     let now = shared.node.clock().now();
     if let Some(ip) = peer {
@@ -126,6 +135,23 @@ impl FromRequestParts<AppState> for Admin {
             });
         }
         Ok(Admin(id))
+    }
+}
+
+impl FromRequestParts<AppState> for AdminRead {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<AdminRead, ApiError> {
+        let id = identify(&parts.headers, peer_ip(parts), state)?;
+        if id.role != crate::auth::Role::Admin {
+            return Err(ApiError::Forbidden {
+                message: format!("token {:?} has role {}: this needs admin", id.name, id.role),
+            });
+        }
+        Ok(AdminRead(id))
     }
 }
 

@@ -27,6 +27,8 @@
 //!   `POST discover`, `POST nis/{nid}/fault-rules`, `DELETE nis/{nid}/fault-rules/{id}`,
 //!   `POST routes`, `DELETE routes/{net}/{gateway}`, `PUT routing` (`set routing 0|1`;
 //!   1 also ends a drain), `POST drain` (out of service without stopping);
+//! * API tokens: `POST tokens` (the answer carries the new secret, shown once), `GET
+//!   tokens` and `DELETE tokens/{name}` (admin token), `GET whoami` (any token);
 //! * `GET /metrics` (Prometheus text; names of the Lustre exporters where they have one),
 //!   `/livez`, `/readyz`.
 //!
@@ -63,7 +65,10 @@ pub use api::routing::{
     RoutingSet,
 };
 pub use api::stats::Counters;
-pub use auth::{MemoryTokens, Role, TokenError, TokenIdentity, TokenVerifier};
+pub use api::tokens::{TokenCreate, TokenCreated, TokenList, WhoAmI};
+pub use auth::{
+    new_secret, MemoryTokens, Role, TokenEntry, TokenError, TokenIdentity, TokenVerifier,
+};
 pub use error::{ApiError, ErrorBody, ErrorDetail, WebError};
 pub use events::{
     ApiEvent, EventBody, EventRing, EventSink, LogCursor, LogPage, NiKindDoc, SinkError,

@@ -27,6 +27,7 @@ use crate::{api, metrics, stream};
         (name = "show", description = "The lnetctl show documents"),
         (name = "change", description = "Changes to the node (admin token)"),
         (name = "events", description = "Health, status, recovery and admin events"),
+        (name = "tokens", description = "API tokens: made, listed and revoked with an admin token; whoami with any"),
         (name = "probes", description = "Metrics, liveness and readiness"),
     )
 )]
@@ -84,6 +85,9 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             api::routing::set_routing
         ))
         .routes(routes!(api::routing::drain))
+        .routes(routes!(api::tokens::list_tokens, api::tokens::create_token))
+        .routes(routes!(api::tokens::revoke_token))
+        .routes(routes!(api::tokens::whoami))
         .routes(routes!(metrics::metrics))
         .routes(routes!(metrics::livez))
         .routes(routes!(metrics::readyz))

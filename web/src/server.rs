@@ -319,6 +319,7 @@ async fn launch(
             streams: Arc::new(Semaphore::new(config.max_event_streams)),
             max_streams: config.max_event_streams,
             stats_base: std::sync::Mutex::new(None),
+            revocations: watch::Sender::new(0),
         }),
     };
     let app = match endpoints {

@@ -46,6 +46,9 @@ pub(crate) struct Shared {
     pub(crate) max_streams: usize,
     /// The counters at the last `stats reset`, which `stats show` counts from.
     pub(crate) stats_base: std::sync::Mutex<Option<lnet::show::StatsShow>>,
+    /// How many tokens the API revoked: each revocation bumps it, and every open event
+    /// stream checks then whether its token is still good.
+    pub(crate) revocations: watch::Sender<u64>,
 }
 
 /// The state of every handler (cheap to clone).

@@ -5,7 +5,7 @@
 //! `Last-Event-ID` header (or `?after=ID`); without either it gets the events recorded
 //! from now on. A client that fell further behind than the ring holds first gets an
 //! `event: lagged` with `data: {"missed": N}`. Comments keep idle connections open. The
-//! stream ends when the server stops.
+//! stream ends when the server stops, and as soon as the token that opened it is revoked.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,9 +19,10 @@ use serde::Deserialize;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 use utoipa::IntoParams;
 
+use crate::auth::{TokenIdentity, TokenVerifier};
 use crate::error::{ApiError, ErrorBody};
 use crate::events::{ApiEvent, EventRing};
-use crate::extract::{QueryParams, Reader};
+use crate::extract::{bearer_secret, QueryParams, Reader};
 use crate::guard::Refusal;
 use crate::state::AppState;
 
@@ -45,8 +46,44 @@ struct Cursor {
     wake: watch::Receiver<u64>,
     stop: watch::Receiver<bool>,
     buf: VecDeque<SseEvent>,
+    /// The token that opened the stream, checked again at every revocation.
+    token: StreamToken,
     /// This stream's place among the streams the server allows; freed with it.
     _permit: OwnedSemaphorePermit,
+}
+
+/// The token an event stream was opened with, so that the stream ends once it is revoked.
+struct StreamToken {
+    /// Who it is.
+    who: TokenIdentity,
+    /// Its secret, as presented: the stream checks it again as a new request would.
+    secret: String,
+    /// The server's tokens.
+    tokens: Arc<dyn TokenVerifier>,
+    /// Bumped at every revocation.
+    revocations: watch::Receiver<u64>,
+    /// The count of revocations when the token was last checked.
+    checked_at: u64,
+}
+
+impl StreamToken {
+    /// Whether the token still verifies as the one that opened the stream.
+    fn still_valid(&self) -> bool {
+        self.tokens.verify(&self.secret).as_ref() == Some(&self.who)
+    }
+
+    /// False once a revocation since the last check left the token revoked.
+    fn check(&mut self) -> bool {
+        let now = *self.revocations.borrow_and_update();
+        if now != self.checked_at {
+            self.checked_at = now;
+            if !self.still_valid() {
+                tracing::info!(token = %self.who.name, "API: event stream ended: its token was revoked");
+                return false;
+            }
+        }
+        true
+    }
 }
 
 fn sse_event(e: &ApiEvent) -> SseEvent {
@@ -82,6 +119,9 @@ impl Cursor {
 fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     stream::unfold(cursor, |mut c| async move {
         loop {
+            if !c.token.check() {
+                return None;
+            }
             if let Some(e) = c.buf.pop_front() {
                 return Some((Ok(e), c));
             }
@@ -98,6 +138,9 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
                         return None;
                     }
                 }
+                // The token is checked at the top of the loop; without the server's
+                // state there is nothing left to stream.
+                revoked = c.token.revocations.changed() => if revoked.is_err() { return None },
             }
         }
     })
@@ -119,7 +162,7 @@ fn events(cursor: Cursor) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     ))]
 pub(crate) async fn event_stream(
     State(s): State<AppState>,
-    _r: Reader,
+    r: Reader,
     headers: HeaderMap,
     QueryParams(q): QueryParams<StreamQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<SseEvent, Infallible>>>, ApiError> {
@@ -147,7 +190,23 @@ pub(crate) async fn event_stream(
                 message: format!("{max} event streams are open, as many as the server allows"),
             }
         })?;
+    let revocations = s.shared.revocations.subscribe();
+    let checked_at = *revocations.borrow();
+    let token = StreamToken {
+        who: r.0,
+        secret: bearer_secret(&headers)?.to_owned(),
+        tokens: Arc::clone(&s.shared.tokens),
+        checked_at,
+        revocations,
+    };
+    // A revocation between the token's check and the subscription above: refused now.
+    if !token.still_valid() {
+        return Err(ApiError::Unauthorized {
+            message: "unknown or revoked token".into(),
+        });
+    }
     let cursor = Cursor {
+        token,
         _permit: permit,
         wake: ring.watch(),
         stop: s.shared.stop.clone(),

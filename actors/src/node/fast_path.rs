@@ -36,10 +36,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
-use lnd::{RxMessage, SendError, TxCompletion, TxId, TxRequest};
+use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
 use lnet::forward::{ForwardTable, Live};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
+use rustc_hash::FxHashMap;
 use tokio::sync::mpsc;
 
 use crate::clock::Clock;
@@ -80,7 +81,7 @@ pub(crate) struct ForwardSnapshot {
     /// The route table and local NIs as the decision reads them.
     pub(crate) table: ForwardTable,
     /// The local NIs.
-    pub(crate) nis: HashMap<Nid, PathNi>,
+    pub(crate) nis: HashMap<Nid, Arc<PathNi>>,
     /// Gateways the actor holds dead: traffic from one revives it, so it takes the
     /// actor's path.
     pub(crate) dead_gateways: HashSet<Nid>,
@@ -95,10 +96,8 @@ pub(crate) struct InFlight {
     payload: Bytes,
     ticket: Ticket,
     received_at: Millis,
-    ni_cell: Arc<NiCell>,
-    ni_addr: Addr<LocalNiActor>,
-    peer_cell: Arc<NiCell>,
-    peer_addr: Addr<PeerNiActor>,
+    out: Arc<PathNi>,
+    to: Arc<PathPeerNi>,
 }
 
 /// A forwarded message whose send the actors must finish: its completion and what the
@@ -122,8 +121,8 @@ struct PathSend {
 struct Charged {
     ni: Nid,
     peer: Nid,
-    out: PathNi,
-    to: PathPeerNi,
+    out: Arc<PathNi>,
+    to: Arc<PathPeerNi>,
     now: Millis,
 }
 
@@ -165,12 +164,13 @@ pub(crate) struct ForwardPath {
     /// The peer NIs of known peers, apart from the snapshot (they change often and
     /// there can be many): added one by one, in shards by NID, each behind a lock of its
     /// own that the path only reads.
-    peer_nis: Vec<RwLock<HashMap<Nid, PathPeerNi>>>,
+    peer_nis: Vec<RwLock<HashMap<Nid, Arc<PathPeerNi>>>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
     pub(crate) counts: PathCounts,
-    in_flight: Vec<Mutex<HashMap<TxId, InFlight>>>,
+    /// Keyed by the path's own ids (a counter): a fast hash does.
+    in_flight: Vec<Mutex<FxHashMap<TxId, InFlight>>>,
     next_tx: AtomicU64,
     adopt: mpsc::UnboundedSender<Adopted>,
 }
@@ -199,20 +199,22 @@ impl ForwardPath {
             faults,
             clock,
             counts: PathCounts::default(),
-            in_flight: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            in_flight: (0..SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
             next_tx: AtomicU64::new(0),
             adopt,
         }
     }
 
-    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, HashMap<TxId, InFlight>>> {
+    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, FxHashMap<TxId, InFlight>>> {
         let i = usize::try_from(id.0 % SHARDS as u64).unwrap_or(0);
         self.in_flight
             .get(i)
             .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<HashMap<Nid, PathPeerNi>>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<HashMap<Nid, Arc<PathPeerNi>>>> {
         let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
         self.peer_nis.get(i)
     }
@@ -223,7 +225,7 @@ impl ForwardPath {
         if let Some(s) = self.peer_shard(&nid) {
             s.write()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(nid, peer_ni);
+                .insert(nid, Arc::new(peer_ni));
         }
     }
 
@@ -237,7 +239,7 @@ impl ForwardPath {
         }
     }
 
-    fn peer_ni(&self, nid: &Nid) -> Option<PathPeerNi> {
+    fn peer_ni(&self, nid: &Nid) -> Option<Arc<PathPeerNi>> {
         self.peer_shard(nid)?
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -305,10 +307,8 @@ impl ForwardPath {
             payload: msg.payload,
             ticket,
             received_at: c.now,
-            ni_cell: Arc::clone(&c.out.cell),
-            ni_addr: c.out.addr.clone(),
-            peer_cell: Arc::clone(&c.to.cell),
-            peer_addr: c.to.addr.clone(),
+            out: Arc::clone(&c.out),
+            to: Arc::clone(&c.to),
         };
         if let Some(mut s) = self.shard(id) {
             s.insert(id, flight);
@@ -319,44 +319,72 @@ impl ForwardPath {
             Waiter::Path(Box::new(move || path.resume(send)))
         });
         if let Some(send) = now {
-            self.send(send).await;
+            if let Some(send) = self.try_send(send) {
+                self.send(send).await;
+            }
         }
         Ok(())
     }
 
-    /// Sends a message that waited for its peer NI credit, from the task that gave the
-    /// credit back.
+    /// Sends a message that waited for its peer NI credit, from the completion that gave
+    /// the credit back; only if its LND would make it wait does a task of its own wait.
     fn resume(self: Arc<Self>, send: PathSend) {
+        let Some(send) = self.try_send(send) else {
+            return;
+        };
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move { self.send(send).await });
             }
             Err(_) => {
                 let e = SendError::Stopped { ni: send.ni };
-                self.complete(TxCompletion {
-                    id: send.tx.id,
-                    ni: send.ni,
-                    peer: send.tx.peer,
-                    status: refusal_status(&e),
-                    reason: Some("node stopping".to_owned()),
-                });
+                self.refused(send.tx.id, send.ni, send.tx.peer, &e);
             }
         }
     }
 
-    /// Hands a charged message to its LND; a refusal completes it at once.
+    /// Hands a charged message to its LND if it takes it without waiting; a refusal
+    /// completes it at once. Gives it back if the LND would make it wait.
+    fn try_send(&self, send: PathSend) -> Option<PathSend> {
+        let PathSend { tx, ni, driver } = send;
+        let (id, peer) = (tx.id, tx.peer);
+        match driver.try_send(tx) {
+            Ok(()) => None,
+            Err(TryRefused::WouldWait(tx)) => Some(PathSend {
+                tx: *tx,
+                ni,
+                driver,
+            }),
+            Err(TryRefused::Refused(e)) => {
+                self.refused(id, ni, peer, &e);
+                None
+            }
+            Err(_) => {
+                self.refused(id, ni, peer, &SendError::Stopped { ni });
+                None
+            }
+        }
+    }
+
+    /// Hands a charged message to its LND, waiting if it must; a refusal completes it at
+    /// once.
     async fn send(&self, send: PathSend) {
         let PathSend { tx, ni, driver } = send;
         let (id, peer) = (tx.id, tx.peer);
         if let Err(e) = driver.send(tx).await {
-            self.complete(TxCompletion {
-                id,
-                ni,
-                peer,
-                status: refusal_status(&e),
-                reason: Some(e.to_string()),
-            });
+            self.refused(id, ni, peer, &e);
         }
+    }
+
+    /// Completes send `id` that its LND refused.
+    fn refused(&self, id: TxId, ni: Nid, peer: Nid, e: &SendError) {
+        self.complete(TxCompletion {
+            id,
+            ni,
+            peer,
+            status: refusal_status(e),
+            reason: Some(e.to_string()),
+        });
     }
 
     /// Decides the next hop and charges its local NI credit, or says the actor's path
@@ -410,8 +438,8 @@ impl ForwardPath {
         Some(Charged {
             ni: hop.ni,
             peer: hop.peer,
-            out: out.clone(),
-            to: to.clone(),
+            out: Arc::clone(out),
+            to,
             now,
         })
     }
@@ -423,7 +451,7 @@ impl ForwardPath {
             return;
         };
         let well =
-            done.status.is_ok() && f.ni_cell.health().is_max() && f.peer_cell.health().is_max();
+            done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
         if !well {
             self.counts.adopted.fetch_add(1, Relaxed);
             let adopted = Adopted {
@@ -439,13 +467,13 @@ impl ForwardPath {
             }
             return;
         }
-        match f.peer_cell.give_back() {
-            Some(Waiter::Actor) => f.peer_addr.do_send(CreditBack),
+        match f.to.cell.give_back() {
+            Some(Waiter::Actor) => f.to.addr.do_send(CreditBack),
             Some(Waiter::Path(go)) => go(),
             None => {}
         }
-        match f.ni_cell.give_back() {
-            Some(Waiter::Actor) => f.ni_addr.do_send(CreditBack),
+        match f.out.cell.give_back() {
+            Some(Waiter::Actor) => f.out.addr.do_send(CreditBack),
             Some(Waiter::Path(go)) => go(),
             None => {}
         }

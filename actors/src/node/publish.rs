@@ -59,7 +59,7 @@ impl LnetActor {
             udsp: self.config.udsp.clone(),
             numa_range: self.config.tunables.numa_range(),
         };
-        let path_nis: HashMap<Nid, PathNi> = self
+        let path_nis: HashMap<Nid, Arc<PathNi>> = self
             .nis
             .iter()
             .map(|(nid, e)| {
@@ -71,7 +71,7 @@ impl LnetActor {
                     driver: Arc::clone(&e.driver),
                     quiet,
                 };
-                (*nid, ni)
+                (*nid, Arc::new(ni))
             })
             .collect();
         let dead_gateways = self

@@ -20,9 +20,9 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = DEFAULT_SOCK_TIMEOUT;
 pub const DEFAULT_MAX_HANDSHAKES_PER_ADDR: usize = 32;
 /// `accept_timeout`: every read of the acceptor request and of a passive HELLO.
 pub const DEFAULT_ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
-/// `credits`: NI tx credits.
+/// `credits`: NI tx credits (the LNet layer's).
 pub const DEFAULT_CREDITS: u32 = 256;
-/// `peer_credits`: per-peer tx credits.
+/// `peer_credits`: per-peer tx credits (the LNet layer's).
 pub const DEFAULT_PEER_CREDITS: u32 = 8;
 /// `min_bulk`: frames of at least this many bytes prefer a BULK_OUT connection.
 pub const DEFAULT_MIN_BULK: usize = 1024;
@@ -107,11 +107,12 @@ pub struct SockLndConfig {
     /// Most passive handshakes in progress from one IP address
     /// ([`DEFAULT_MAX_HANDSHAKES_PER_ADDR`]).
     pub max_handshakes_per_addr: usize,
-    /// NI tx credits (`credits`).
+    /// NI tx credits (`credits`): the LNet layer charges them; socklnd does not count them.
     pub credits: u32,
-    /// Per-peer tx credits (`peer_credits`, capped at `credits`).
+    /// Per-peer tx credits (`peer_credits`, capped at `credits`): the LNet layer charges
+    /// them; socklnd lets each connection's writer hold at most this many LNET frames.
     pub peer_credits: u32,
-    /// Messages waiting per peer (for a connection or credits) before `send` waits.
+    /// Messages waiting per peer (for a connection with room) before `send` waits.
     pub peer_queue: usize,
     /// BULK_IN and BULK_OUT connections of each per peer (0 = auto, which is 1 here since
     /// the link speed is not known; see [`conns_per_peer_for_speed`]).

@@ -11,22 +11,24 @@
 //! the socklnd timeout closes the connection.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use lnet::{Header, HeaderForm, ProcessId};
+use bytes::BytesMut;
+use lnet::{HeaderForm, ProcessId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 pub(crate) mod end;
+pub(crate) mod item;
+
+pub(crate) use item::WriteItem;
 
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::{self, PeerTx};
-use super::peer::NiShared;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
@@ -45,39 +47,43 @@ const HEADER_READ: usize = 16 * 1024;
 /// payload is read in chunks of this size).
 const READ_CHUNK: usize = 64 * 1024;
 
-/// What a writer sends.
-#[derive(Debug)]
-pub(crate) enum WriteItem {
-    /// An LNET frame of the peer's send number `seq`.
-    Lnet {
-        seq: u64,
-        header: Header,
-        payload: Bytes,
-    },
-    /// A NOOP (ZC-ACK or keepalive).
-    Noop(KsockHeader),
-}
-
 /// How far a writer got, shared with its peer task: frames go out in `seq` order, so
-/// everything up to `done_through` is on the wire and `current` is being written.
+/// everything up to `done_through` is on the wire, and the write under way carries
+/// `current..=current_last`.
+///
+/// A connection being closed is fenced: [`WriterProgress::close`] stops the writer from
+/// starting any write after it, and names the sends a write already under way may put on
+/// the wire, so that only sends that cannot reach the peer any more are sent again.
 #[derive(Debug, Default)]
 pub(crate) struct WriterProgress {
     current: AtomicU64,
+    current_last: AtomicU64,
     done_through: AtomicU64,
+    closed: AtomicBool,
 }
 
 impl WriterProgress {
-    /// The send being written, if any.
-    pub(crate) fn current(&self) -> Option<u64> {
-        match self.current.load(Ordering::Acquire) {
+    /// The writer is about to write sends `first..=last`: false once the connection is
+    /// closed (nothing may be written then).
+    fn start(&self, first: u64, last: u64) -> bool {
+        self.current_last.store(last, Ordering::SeqCst);
+        self.current.store(first, Ordering::SeqCst);
+        !self.closed.load(Ordering::SeqCst)
+    }
+
+    /// Stops the writer from starting another write; the sends the write under way (if
+    /// any) may still put on the wire, whole or in part.
+    pub(crate) fn close(&self) -> Option<std::ops::RangeInclusive<u64>> {
+        self.closed.store(true, Ordering::SeqCst);
+        match self.current.load(Ordering::SeqCst) {
             0 => None,
-            seq => Some(seq),
+            first => Some(first..=self.current_last.load(Ordering::SeqCst).max(first)),
         }
     }
 
     /// Whether send `seq` has been handed to TCP whole.
     pub(crate) fn is_done(&self, seq: u64) -> bool {
-        seq <= self.done_through.load(Ordering::Acquire)
+        seq <= self.done_through.load(Ordering::SeqCst)
     }
 }
 
@@ -86,7 +92,8 @@ pub(crate) struct Writer<H> {
     pub(crate) conn: u64,
     pub(crate) form: HeaderForm,
     pub(crate) timeout: Duration,
-    pub(crate) ni: Arc<NiShared<H>>,
+    pub(crate) handler: Arc<H>,
+    pub(crate) nid: lnet::Nid,
     pub(crate) peer_id: ProcessId,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     pub(crate) tx: Arc<PeerTx>,
@@ -133,11 +140,13 @@ impl<H: LndHandler> Writer<H> {
                             continue;
                         }
                         result = self.flush(&mut w, &mut out).await;
+                        if result.is_ok() && !self.progress.start(seq, seq) {
+                            result = Err(ConnEnd::Local);
+                        }
                         if result.is_ok() {
-                            self.progress.current.store(seq, Ordering::Release);
                             result = self.write(&mut w, &head, Some(&payload)).await;
                             if result.is_ok() {
-                                self.progress.done_through.store(seq, Ordering::Release);
+                                self.progress.done_through.store(seq, Ordering::SeqCst);
                                 // A large frame's credit comes back as soon as it is out.
                                 self.completed(&mut sent);
                             }
@@ -158,7 +167,7 @@ impl<H: LndHandler> Writer<H> {
                     .await;
                 return;
             }
-            self.progress.current.store(0, Ordering::Release);
+            self.progress.current.store(0, Ordering::SeqCst);
             self.completed(&mut sent);
         }
         // The peer task dropped the queue: close our direction.
@@ -172,7 +181,7 @@ impl<H: LndHandler> Writer<H> {
         }
         let done = self.tx.written(self.conn, sent);
         sent.clear();
-        tx::complete_all(&self.ni, self.peer_id, done);
+        tx::complete_all(&*self.handler, self.nid, self.peer_id, done);
     }
 
     /// Writes the coalesced frames, keeping the progress exact after every write (a
@@ -184,13 +193,19 @@ impl<H: LndHandler> Writer<H> {
         }
         let progress = &self.progress;
         let Coalesced { bytes, ends } = &*out;
+        if let (Some((first, _)), Some((last, _))) = (ends.first(), ends.last()) {
+            if !progress.start(*first, *last) {
+                out.bytes.clear();
+                out.ends.clear();
+                return Err(ConnEnd::Local);
+            }
+        }
         let mut next = 0usize;
         let mark = |next: usize| {
             progress
                 .current
-                .store(ends.get(next).map_or(0, |e| e.0), Ordering::Release);
+                .store(ends.get(next).map_or(0, |e| e.0), Ordering::SeqCst);
         };
-        mark(next);
         let io = async {
             let mut off = 0usize;
             while let Some(rest) = bytes.get(off..).filter(|r| !r.is_empty()) {
@@ -200,7 +215,7 @@ impl<H: LndHandler> Writer<H> {
                 }
                 off += n;
                 while let Some((seq, _)) = ends.get(next).filter(|(_, end)| *end <= off) {
-                    progress.done_through.store(*seq, Ordering::Release);
+                    progress.done_through.store(*seq, Ordering::SeqCst);
                     next += 1;
                 }
                 mark(next);

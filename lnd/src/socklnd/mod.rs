@@ -7,16 +7,18 @@
 //!
 //! The driver around it ([`SockLnd`], behind [`crate::Lnd`]) keeps its protocol decisions
 //! in plain modules too: [`placement`] (which connection carries which frame),
-//! [`credits`] (tx credit accounting), [`status`] (failures to health statuses),
-//! [`stats`] (closed connections by reason) and the decision functions of [`handshake`].
-//! The tokio layer is [`ni`] (acceptor, NI), `peer` (one task per peer:
-//! connections, queue, credits; a connection that ends takes its siblings with it, and a
-//! peer left with nothing is reported down through [`crate::LndHandler::on_peer_down`])
-//! and `conn` (a connection's reader and writer tasks).
+//! [`status`] (failures to health statuses), [`stats`] (closed connections by reason) and
+//! the decision functions of [`handshake`]. The tokio layer is [`ni`] (acceptor, NI),
+//! `peer` (one task per peer: its connections; a connection that ends takes its siblings
+//! with it, and a peer left with nothing is reported down through
+//! [`crate::LndHandler::on_peer_down`]; and the peer's send side, shared with the senders
+//! and writers) and `conn` (a connection's reader and writer tasks).
+//!
+//! Like the kernel's ksocklnd it counts no tx credits: `credits` and `peer_credits` are
+//! the LNet layer's, which charges them before a send reaches the LND.
 
 pub mod config;
 mod conn;
-pub mod credits;
 pub mod handshake;
 pub mod ni;
 mod peer;

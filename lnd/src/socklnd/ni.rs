@@ -9,15 +9,16 @@ use std::time::Duration;
 use lnet::acceptor::RESERVED_PORTS;
 use lnet::{Nid, ProcessId};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{oneshot, watch, Semaphore};
+use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
 use super::peer::cmd::PeerCmd;
-use super::peer::{NiShared, Peers};
+use super::peer::tx::Pushed;
+use super::peer::{NiShared, PeerHandle, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats};
-use crate::lnd::{Lnd, LndHandler, SendError, TxRequest};
+use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -96,6 +97,31 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
+impl<H: LndHandler> SockLnd<H> {
+    /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer.
+    fn accept(&self, tx: &TxRequest) -> Result<PeerHandle, SendError> {
+        let ni = self.shared.me.nid;
+        let peer = tx.peer;
+        if peer.net != ni.net {
+            return Err(SendError::WrongNet { peer, ni });
+        }
+        if peer == ni {
+            return Err(SendError::SelfSend { peer });
+        }
+        if peer.addr_u32().is_none() {
+            return Err(SendError::Unreachable { peer });
+        }
+        let bad = |source| SendError::BadHeader { peer, source };
+        SendError::check_payload_length(tx)?;
+        tx.header.check_lnet().map_err(bad)?;
+        // Refused now if the header cannot go on the wire (on the stack: no allocation).
+        tx.header.encode_nid4().map_err(bad)?;
+        self.shared
+            .peer(ProcessId::lustre(peer))
+            .ok_or(SendError::Stopped { ni })
+    }
+}
+
 impl<H: LndHandler> Lnd for SockLnd<H> {
     type Config = SockLndConfig;
     type Handler = H;
@@ -112,12 +138,10 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         };
         let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let (stop_tx, stop_rx) = watch::channel(false);
-        let credits = usize::try_from(config.credits).unwrap_or(usize::MAX);
         let shared = Arc::new(NiShared {
             me: ProcessId::lustre(config.nid),
             cfg: config,
             handler,
-            ni_credits: Arc::new(Semaphore::new(credits.min(Semaphore::MAX_PERMITS))),
             next_conn: AtomicU64::new(1),
             stop: stop_rx,
             peers: Mutex::new(Peers::default()),
@@ -138,31 +162,23 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
     }
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
+        let handle = self.accept(&tx)?;
         let ni = self.shared.me.nid;
-        let peer = tx.peer;
-        if peer.net != ni.net {
-            return Err(SendError::WrongNet { peer, ni });
-        }
-        if peer == ni {
-            return Err(SendError::SelfSend { peer });
-        }
-        if peer.addr_u32().is_none() {
-            return Err(SendError::Unreachable { peer });
-        }
-        let bad = |source| SendError::BadHeader { peer, source };
-        SendError::check_payload_length(&tx)?;
-        tx.header.check_lnet().map_err(bad)?;
-        // Refused now if the header cannot go on the wire (on the stack: no allocation).
-        tx.header.encode_nid4().map_err(bad)?;
-        let handle = self
-            .shared
-            .peer(ProcessId::lustre(peer))
-            .ok_or(SendError::Stopped { ni })?;
         handle
             .tx
             .send(tx)
             .await
             .map_err(|_| SendError::Stopped { ni })
+    }
+
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        let handle = self.accept(&tx).map_err(TryRefused::Refused)?;
+        let ni = self.shared.me.nid;
+        match handle.tx.try_send(tx) {
+            Pushed::Taken => Ok(()),
+            Pushed::Full(tx) => Err(TryRefused::WouldWait(Box::new(tx))),
+            Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
+        }
     }
 
     async fn stop(mut self) {

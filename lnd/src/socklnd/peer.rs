@@ -2,8 +2,8 @@
 //! ([`tx`]), shared with the NI's senders and the peer's writers.
 //!
 //! Messages wait in a bounded queue until a connection that may carry them
-//! ([`super::placement`]), a peer credit and an NI credit are there, and go to a writer
-//! from whichever task freed the last of these. The task opens connections (1 CONTROL,
+//! ([`super::placement`]) has room on its writer queue, and go to that writer from
+//! whichever task made the room (socklnd counts no credits: the LNet layer does). The task opens connections (1 CONTROL,
 //! then `conns_per_peer` BULK_IN and BULK_OUT) when messages wait and are missing,
 //! registers or refuses incoming ones ([`super::handshake::decide_passive`]), queues
 //! ZC-ACKs and keepalives as NOOPs, times out the queue and closes connections; every
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use lnet::{HeaderForm, ProcessId};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tokio::time::Instant;
 
@@ -44,8 +44,6 @@ const MAX_REFUSALS: u32 = 3;
 const MIN_KEEPALIVE_RETRY: Duration = Duration::from_millis(10);
 /// Commands a peer task can have waiting.
 const CMD_QUEUE: usize = 256;
-/// Room on a writer queue beyond the peer credits, for NOOPs.
-const NOOP_SLACK: usize = 16;
 /// NOOPs (ZC-ACKs) waiting for room on a writer before the peer's connections are closed
 /// as not draining.
 const MAX_PENDING_NOOPS: usize = 1024;
@@ -58,7 +56,6 @@ pub(crate) struct NiShared<H> {
     pub(crate) cfg: SockLndConfig,
     pub(crate) me: ProcessId,
     pub(crate) handler: Arc<H>,
-    pub(crate) ni_credits: Arc<Semaphore>,
     pub(crate) next_conn: AtomicU64,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) peers: Mutex<Peers>,
@@ -100,12 +97,7 @@ impl<H: LndHandler> NiShared<H> {
             });
         }
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
-        let tx = Arc::new(PeerTx::new(
-            self.cfg.effective_peer_credits(),
-            self.ni_credits.clone(),
-            self.cfg.min_bulk,
-            self.cfg.peer_queue,
-        ));
+        let tx = Arc::new(PeerTx::new(self.cfg.min_bulk, self.cfg.peer_queue));
         let task = PeerTask::new(self.clone(), id, cmd_tx.clone(), tx.clone());
         let run = task.run(cmd_rx, self.stop.clone());
         let join = match self.cfg.cpts.of(&id.nid) {
@@ -200,9 +192,7 @@ impl<H: LndHandler> PeerTask<H> {
             self.dispatch();
             self.maybe_connect();
             let deadline = self.next_deadline();
-            let sem = self.ni.ni_credits.clone();
             let shared = self.tx.clone();
-            let want_permit = shared.lock().want_permit;
             tokio::select! {
                 changed = stop.changed() => {
                     if changed.is_err() {
@@ -222,13 +212,7 @@ impl<H: LndHandler> PeerTask<H> {
                     }
                 }
                 Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
-                permit = sem.acquire_owned(), if want_permit => {
-                    if let Ok(permit) = permit {
-                        let mut st = shared.lock();
-                        shared.permit(&mut st, permit);
-                    }
-                }
-                // A sender queued behind nothing, or began waiting for an NI credit.
+                // A sender queued behind nothing.
                 () = shared.kick.notified() => {}
                 _ = sleep_until(deadline), if deadline.is_some() => self.on_timer(),
             }
@@ -247,7 +231,7 @@ impl<H: LndHandler> PeerTask<H> {
     }
 
     fn complete_all(&self, done: Done) {
-        tx::complete_all(&self.ni, self.id, done);
+        tx::complete_all(&*self.ni.handler, self.ni.me.nid, self.id, done);
     }
 
     fn fail_queue(&mut self, failure: TxFailure, why: &str) {
@@ -259,7 +243,7 @@ impl<H: LndHandler> PeerTask<H> {
         self.complete_all(done);
     }
 
-    /// Moves queued messages onto connections while credits last.
+    /// Moves queued messages onto connections while their writers have room.
     fn dispatch(&mut self) {
         let mut st = self.tx.lock();
         self.tx.dispatch_in_task(&mut st);
@@ -396,14 +380,15 @@ impl<H: LndHandler> PeerTask<H> {
         let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
         let (r, w) = stream.into_split();
         let peer_credits = usize::try_from(cfg.effective_peer_credits()).unwrap_or(1);
-        let (wtx, wrx) = mpsc::channel(peer_credits + NOOP_SLACK);
+        let (wtx, wrx) = mpsc::channel(peer_credits + tx::NOOP_ROOM);
         let progress = Arc::new(WriterProgress::default());
         let form = version.header_form();
         let writer = Writer {
             conn: id,
             form,
             timeout: cfg.timeout,
-            ni: self.ni.clone(),
+            handler: self.ni.handler.clone(),
+            nid: self.ni.me.nid,
             peer_id: self.id,
             peer: self.cmd_tx.clone(),
             tx: self.tx.clone(),
@@ -505,8 +490,6 @@ impl<H: LndHandler> PeerTask<H> {
                 let stats = PeerStats {
                     peer: self.id,
                     conns: self.conns.iter().map(|c| (c.ctype, c.version)).collect(),
-                    credits: st.credits.credits(st.queue.len()),
-                    min_credits: st.credits.min_seen(),
                     queued: st.queue.len(),
                     in_flight: st.inflight.len(),
                 };

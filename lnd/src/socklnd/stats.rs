@@ -21,11 +21,7 @@ pub struct PeerStats {
     pub peer: ProcessId,
     /// Its established connections: this side's type and the version, in setup order.
     pub conns: Vec<(ConnType, ProtoVersion)>,
-    /// Peer tx credits as `lnetctl` counts them: free credits minus queued messages.
-    pub credits: i64,
-    /// The lowest value `credits` has had.
-    pub min_credits: i64,
-    /// Messages waiting for a connection or a credit.
+    /// Messages waiting for a connection with room on its writer queue.
     pub queued: usize,
     /// Messages handed to a connection and not yet completed.
     pub in_flight: usize,

@@ -6,10 +6,13 @@
 //! code the snapshot tests check against real `lnetctl` output; `route show` and `routing
 //! show` print the `route:` and `routing:` sections of [`lnet::config`]. Errors are
 //! printed as lnetctl prints them (`errno` and `descr` under the command and object).
+//! `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML in the same
+//! shape.
 
 mod client;
 mod ping;
 mod show;
+mod token;
 
 pub use client::CtlError;
 
@@ -118,6 +121,35 @@ pub enum Ctl {
         /// What to show.
         #[command(subcommand)]
         what: DebugCmd,
+    },
+    /// `token create|list|revoke`: the API's tokens (admin token).
+    Token {
+        /// What to do.
+        #[command(subcommand)]
+        what: TokenCmd,
+    },
+    /// `whoami`: the name and role of the token given (any token).
+    Whoami,
+}
+
+/// `token ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokenCmd {
+    /// Make a token; its secret is printed this once.
+    Create {
+        /// Its name: 1 to 64 ASCII letters, digits, '.', '_' or '-'.
+        #[arg(long)]
+        name: String,
+        /// Its role.
+        #[arg(long, default_value = "reader", value_parser = ["admin", "reader"])]
+        role: String,
+    },
+    /// List the tokens: names, roles, creation times (never a secret).
+    List,
+    /// Revoke a token: it is refused from the next request on.
+    Revoke {
+        /// The token's name.
+        name: String,
     },
 }
 
@@ -495,5 +527,15 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             let m: RecoveryShow = cl.model(v)?;
             Ok(m.to_yaml())
         }
+        Ctl::Token {
+            what: TokenCmd::Create { name, role },
+        } => token::create(c, name, role).await,
+        Ctl::Token {
+            what: TokenCmd::List,
+        } => token::list(c).await,
+        Ctl::Token {
+            what: TokenCmd::Revoke { name },
+        } => token::revoke(c, name).await,
+        Ctl::Whoami => token::whoami(c).await,
     }
 }

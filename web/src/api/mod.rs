@@ -16,6 +16,7 @@ pub(crate) mod recovery;
 pub(crate) mod routes;
 pub(crate) mod routing;
 pub(crate) mod stats;
+pub(crate) mod tokens;
 
 /// The tag of the read-only documents.
 pub(crate) const TAG_SHOW: &str = "show";
@@ -23,6 +24,8 @@ pub(crate) const TAG_SHOW: &str = "show";
 pub(crate) const TAG_CHANGE: &str = "change";
 /// The tag of the event endpoints.
 pub(crate) const TAG_EVENTS: &str = "events";
+/// The tag of the API token endpoints.
+pub(crate) const TAG_TOKENS: &str = "tokens";
 
 /// Reads `text` as a NID, or a 400 naming `field`.
 pub(crate) fn parse_nid(field: &str, text: &str) -> Result<Nid, ApiError> {

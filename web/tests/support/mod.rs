@@ -284,10 +284,15 @@ impl Api {
 
     /// Opens the event stream with the reader token, optionally resuming after `last`.
     pub async fn stream(&self, last: Option<u64>, query: &str) -> SseReader {
+        self.stream_as(READER, last, query).await
+    }
+
+    /// Opens the event stream with `token`, optionally resuming after `last`.
+    pub async fn stream_as(&self, token: &str, last: Option<u64>, query: &str) -> SseReader {
         let mut req = self
             .client
             .get(self.url(&format!("/api/v1/events/stream{query}")))
-            .bearer_auth(READER);
+            .bearer_auth(token);
         if let Some(id) = last {
             req = req.header("Last-Event-ID", id.to_string());
         }

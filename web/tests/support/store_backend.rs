@@ -1,5 +1,5 @@
 //! The store behind the API, as the daemon plugs it in: its token table verifies bearer
-//! tokens, and its bounded event log records the events (admin changes as
+//! tokens and keeps the tokens made at run time, and its bounded event log records the events (admin changes as
 //! `ConfigChanged`).
 
 use std::sync::Arc;
@@ -8,7 +8,8 @@ use lnet::health::HealthStatus;
 use lnet::{Net, Nid};
 use store::{Event, RecoveryQueue, Store};
 use web::{
-    ApiEvent, EventBody, EventSink, NiKindDoc, Role, SinkError, TokenIdentity, TokenVerifier,
+    ApiEvent, EventBody, EventSink, NiKindDoc, Role, SinkError, TokenEntry, TokenError,
+    TokenIdentity, TokenVerifier,
 };
 
 /// The store's tokens as a [`TokenVerifier`].
@@ -31,6 +32,62 @@ impl TokenVerifier for StoreTokens {
                 None
             }
         }
+    }
+
+    fn create_token(
+        &self,
+        name: &str,
+        role: Role,
+        secret: &str,
+        created_ms: u64,
+    ) -> Result<(), TokenError> {
+        let role = match role {
+            Role::Admin => store::Role::Admin,
+            Role::Reader => store::Role::Reader,
+        };
+        self.0
+            .create_token_at(name, role, secret, created_ms)
+            .map_err(|e| match e {
+                store::StoreError::InvalidArgument {
+                    what: "token name", ..
+                } => TokenError::BadName {
+                    name: name.to_owned(),
+                },
+                store::StoreError::AlreadyExists { what: "token", .. } => TokenError::Exists {
+                    name: name.to_owned(),
+                },
+                other => TokenError::Failed {
+                    source: Box::new(other),
+                },
+            })
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenEntry>, TokenError> {
+        let tokens = self.0.tokens().map_err(|e| TokenError::Failed {
+            source: Box::new(e),
+        })?;
+        Ok(tokens
+            .into_iter()
+            .map(|t| TokenEntry {
+                name: t.name,
+                role: match t.role {
+                    store::Role::Admin => Role::Admin,
+                    store::Role::Reader => Role::Reader,
+                },
+                created_ms: t.created_ms,
+            })
+            .collect())
+    }
+
+    fn revoke_token(&self, name: &str) -> Result<(), TokenError> {
+        self.0.revoke_token(name).map_err(|e| match e {
+            store::StoreError::NotFound { .. } => TokenError::NotFound {
+                name: name.to_owned(),
+            },
+            other => TokenError::Failed {
+                source: Box::new(other),
+            },
+        })
     }
 }
 

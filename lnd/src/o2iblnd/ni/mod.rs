@@ -56,7 +56,7 @@ mod task;
 mod tx;
 
 use crate::lnd::{
-    Lnd, LndHandler, PeerDown, RxDecision, RxHeader, RxMessage, SendError, TxRequest,
+    Lnd, LndHandler, PeerDown, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxRequest,
 };
 
 /// IB CM reject reason: consumer defined (a `kib_rej` in the private data).
@@ -310,33 +310,23 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
         let ni = self.nid;
-        if tx.peer.net != ni.net {
-            return Err(SendError::WrongNet { peer: tx.peer, ni });
-        }
-        if tx.peer == ni {
-            return Err(SendError::SelfSend { peer: tx.peer });
-        }
-        if tx.peer.addr_u32().is_none() {
-            return Err(SendError::Unreachable { peer: tx.peer });
-        }
-        SendError::check_payload_length(&tx)?;
-        tx.header
-            .check_lnet()
-            .map_err(|source| SendError::BadHeader {
-                peer: tx.peer,
-                source,
-            })?;
-        if tx.payload.len() > BULK_BUFFER_BYTES {
-            return Err(SendError::PayloadTooLarge {
-                peer: tx.peer,
-                len: tx.payload.len(),
-                max: BULK_BUFFER_BYTES,
-            });
-        }
+        check_send(ni, &tx)?;
         self.cmd
             .send(Cmd::Send(tx))
             .await
             .map_err(|_| SendError::Stopped { ni })
+    }
+
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        let ni = self.nid;
+        check_send(ni, &tx).map_err(TryRefused::Refused)?;
+        match self.cmd.try_send(Cmd::Send(tx)) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(Cmd::Send(tx))) => {
+                Err(TryRefused::WouldWait(Box::new(tx)))
+            }
+            Err(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
+        }
     }
 
     async fn stop(self) {
@@ -457,4 +447,32 @@ type Delivery = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 fn bump(map: &mut HashMap<u8, u64>, key: u8) {
     *map.entry(key).or_default() += 1;
+}
+
+/// Checks `tx` as [`Lnd::send`] does before the NI task sees it.
+fn check_send(ni: Nid, tx: &TxRequest) -> Result<(), SendError> {
+    if tx.peer.net != ni.net {
+        return Err(SendError::WrongNet { peer: tx.peer, ni });
+    }
+    if tx.peer == ni {
+        return Err(SendError::SelfSend { peer: tx.peer });
+    }
+    if tx.peer.addr_u32().is_none() {
+        return Err(SendError::Unreachable { peer: tx.peer });
+    }
+    SendError::check_payload_length(tx)?;
+    tx.header
+        .check_lnet()
+        .map_err(|source| SendError::BadHeader {
+            peer: tx.peer,
+            source,
+        })?;
+    if tx.payload.len() > BULK_BUFFER_BYTES {
+        return Err(SendError::PayloadTooLarge {
+            peer: tx.peer,
+            len: tx.payload.len(),
+            max: BULK_BUFFER_BYTES,
+        });
+    }
+    Ok(())
 }

@@ -54,14 +54,17 @@ impl<H: LndHandler> PeerTask<H> {
         }
     }
 
-    /// Drops connection `id`: sends written whole complete OK, the one being written
-    /// fails as `end` says, the others go back to the queue (or fail as aborted when
-    /// `stopping`).
+    /// Drops connection `id`: sends written whole complete OK, those of the write under
+    /// way fail as `end` says, the others (never started) go back to the queue (or fail
+    /// as aborted when `stopping`).
     pub(super) fn close_conn(&mut self, id: u64, end: &ConnEnd, stopping: bool) {
         let Some(pos) = self.conns.iter().position(|c| c.id == id) else {
             return;
         };
         let conn = self.conns.remove(pos);
+        // First the fence: from here on the writer starts no write, so a send it has not
+        // started can be sent again elsewhere without reaching the peer twice.
+        let under_way = conn.progress.close();
         for t in &conn.tasks {
             t.abort();
         }
@@ -72,7 +75,6 @@ impl<H: LndHandler> PeerTask<H> {
             self.ni.closes.count(reason);
             tracing::info!(peer = %self.id, ctype = ?conn.ctype, conn = id, ?reason, "socklnd: connection closed: {end}");
         }
-        let current = conn.progress.current();
         let mut done = Done::new();
         let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
         {
@@ -89,12 +91,11 @@ impl<H: LndHandler> PeerTask<H> {
                 let Some(inf) = st.inflight.remove(&seq) else {
                     continue;
                 };
-                st.credits.give_back();
                 if conn.progress.is_done(seq) {
                     done.push((inf.tx, None));
                 } else if stopping {
                     done.push((inf.tx, Some((TxFailure::Stopped, "NI stopped".to_owned()))));
-                } else if current == Some(seq) {
+                } else if under_way.as_ref().is_some_and(|r| r.contains(&seq)) {
                     done.push((inf.tx, Some((end.failure(), end.to_string()))));
                 } else {
                     back.push(Queued {

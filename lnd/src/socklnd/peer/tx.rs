@@ -1,25 +1,27 @@
 //! The send side of one peer, shared by its task, the NI's senders and the peer's
-//! writers: the queue, the sends handed to connections, the peer credits.
+//! writers: the queue and the sends handed to connections.
+//!
+//! socklnd counts no credits: the LNet layer above charges the NI and peer NI tx
+//! credits (`credits`, `peer_credits`) and holds back what finds none, as the kernel
+//! does. A send waits here only for a connection that may carry it and for room on that
+//! connection's writer queue (`peer_credits` frames, with room kept for NOOPs).
 //!
 //! Whoever frees what a waiting send needs moves it on at once: a sender that finds a
-//! credit and a connection hands its frame to that connection's writer itself, and a
-//! writer done with a round of writes completes those sends and dispatches what waits.
-//! A send therefore crosses one hand-off, from its caller to a writer; the peer task is
-//! woken only for what it alone does (opening connections, waiting for an NI credit,
-//! timing out the queue). The lock is short, never held across an await, and
-//! completions run after it is released.
+//! connection with room hands its frame to that connection's writer itself, and a writer
+//! done with a round of writes completes those sends and dispatches what waits. A send
+//! therefore crosses one hand-off, from its caller to a writer; the peer task is woken
+//! only for what it alone does (opening connections, timing out the queue). The lock is
+//! short, never held across an await, and completions run after it is released.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use lnet::{HeaderForm, ProcessId};
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use lnet::{HeaderForm, Nid, ProcessId};
+use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::NiShared;
 use crate::lnd::{LndHandler, TxCompletion, TxRequest};
-use crate::socklnd::conn::WriteItem;
-use crate::socklnd::credits::TxCredits;
+use crate::socklnd::conn::item::WriteItem;
 use crate::socklnd::placement::{self, Candidate, Traffic};
 use crate::socklnd::status::TxFailure;
 use crate::socklnd::wire::{lnet_frame_len, KsockHeader};
@@ -30,24 +32,29 @@ pub(crate) struct Queued {
     pub(crate) since: Instant,
 }
 
+/// Places on a writer's queue kept for NOOPs: LNET frames use the rest.
+pub(crate) const NOOP_ROOM: usize = 16;
+
 /// A send handed to a connection's writer and not yet completed.
 pub(crate) struct Inflight {
     pub(crate) tx: TxRequest,
     pub(crate) since: Instant,
     pub(crate) conn: u64,
     pub(crate) frame_len: usize,
-    pub(crate) _permit: OwnedSemaphorePermit,
+}
+
+/// What [`PeerTx::try_send`] did with a send.
+pub(crate) enum Pushed {
+    /// Queued (and dispatched if a writer had room).
+    Taken,
+    /// The queue is full: the send is back.
+    Full(TxRequest),
+    /// The peer task stopped: the send is back.
+    Stopped(TxRequest),
 }
 
 /// Sends to complete once the lock is released, with why they failed if they did.
 pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
-
-/// What the peer task is asked to do after a change made outside it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct Wake {
-    task: bool,
-    senders: bool,
-}
 
 /// The send state behind the lock.
 pub(crate) struct TxState {
@@ -57,10 +64,6 @@ pub(crate) struct TxState {
     pub(crate) cands: Vec<Candidate>,
     pub(crate) queue: VecDeque<Queued>,
     pub(crate) inflight: BTreeMap<u64, Inflight>,
-    pub(crate) credits: TxCredits,
-    spare_permit: Option<OwnedSemaphorePermit>,
-    /// The head of the queue waits for an NI credit: the task waits for one.
-    pub(crate) want_permit: bool,
     next_seq: u64,
     use_clock: u64,
     /// ZC-ACKs waiting for room on a writer.
@@ -78,29 +81,20 @@ pub(crate) struct PeerTx {
     pub(crate) kick: Notify,
     /// Wakes senders waiting for room in the queue.
     room: Notify,
-    ni_credits: Arc<Semaphore>,
     min_bulk: usize,
     queue_limit: usize,
 }
 
 impl PeerTx {
-    /// An empty send side with `peer_credits` credits, taking NI credits from
-    /// `ni_credits` and queueing at most `queue_limit` sends.
-    pub(crate) fn new(
-        peer_credits: u32,
-        ni_credits: Arc<Semaphore>,
-        min_bulk: usize,
-        queue_limit: usize,
-    ) -> PeerTx {
+    /// An empty send side queueing at most `queue_limit` sends; frames of at least
+    /// `min_bulk` bytes prefer the bulk connections.
+    pub(crate) fn new(min_bulk: usize, queue_limit: usize) -> PeerTx {
         PeerTx {
             state: Mutex::new(TxState {
                 writers: Vec::new(),
                 cands: Vec::new(),
                 queue: VecDeque::new(),
                 inflight: BTreeMap::new(),
-                credits: TxCredits::new(peer_credits),
-                spare_permit: None,
-                want_permit: false,
                 next_seq: 1,
                 use_clock: 0,
                 pending_noops: VecDeque::new(),
@@ -109,7 +103,6 @@ impl PeerTx {
             }),
             kick: Notify::new(),
             room: Notify::new(),
-            ni_credits,
             min_bulk,
             queue_limit,
         }
@@ -123,40 +116,48 @@ impl PeerTx {
 
     /// Queues `tx` and dispatches what can go, waiting while the queue is full. Gives the
     /// send back if the peer task has stopped.
-    pub(crate) async fn send(&self, tx: TxRequest) -> Result<(), TxRequest> {
+    pub(crate) async fn send(&self, mut tx: TxRequest) -> Result<(), TxRequest> {
         loop {
             let room = self.room.notified();
-            {
-                let mut st = self.lock();
-                if st.stopped {
-                    return Err(tx);
-                }
-                if st.queue.len() < self.queue_limit {
-                    let was_empty = st.queue.is_empty();
-                    let wanted = st.want_permit;
-                    st.queue.push_back(Queued {
-                        tx,
-                        since: Instant::now(),
-                    });
-                    self.dispatch(&mut st);
-                    // The task times out the queue, opens connections and waits for NI
-                    // credits: it hears of a queue that stopped being empty, and of a
-                    // wait for an NI credit that began.
-                    let kick = (was_empty && !st.queue.is_empty()) || (!wanted && st.want_permit);
-                    drop(st);
-                    if kick {
-                        self.kick.notify_one();
-                    }
-                    return Ok(());
-                }
-                st.senders_waiting = true;
+            match self.try_send(tx) {
+                Pushed::Taken => return Ok(()),
+                Pushed::Stopped(back) => return Err(back),
+                Pushed::Full(back) => tx = back,
             }
             room.await;
         }
     }
 
-    /// A writer handed `seqs` to TCP whole on connection `conn`: their credits come back,
-    /// what waits moves on, and the caller completes the returned sends.
+    /// Queues `tx` and dispatches what can go, unless the queue is full or the peer task
+    /// has stopped; never waits. A sender that finds the queue full is woken (through
+    /// `room`) when it has room again.
+    pub(crate) fn try_send(&self, tx: TxRequest) -> Pushed {
+        let mut st = self.lock();
+        if st.stopped {
+            return Pushed::Stopped(tx);
+        }
+        if st.queue.len() >= self.queue_limit {
+            st.senders_waiting = true;
+            return Pushed::Full(tx);
+        }
+        let was_empty = st.queue.is_empty();
+        st.queue.push_back(Queued {
+            tx,
+            since: Instant::now(),
+        });
+        self.dispatch(&mut st);
+        // The task times out the queue and opens connections: it hears of a queue that
+        // stopped being empty.
+        let kick = was_empty && !st.queue.is_empty();
+        drop(st);
+        if kick {
+            self.kick.notify_one();
+        }
+        Pushed::Taken
+    }
+
+    /// A writer handed `seqs` to TCP whole on connection `conn`: what waits moves on, and
+    /// the caller completes the returned sends.
     pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Done {
         let mut done = Done::with_capacity(seqs.len());
         let mut st = self.lock();
@@ -165,19 +166,24 @@ impl PeerTx {
             let Some(inf) = st.inflight.remove(seq) else {
                 continue;
             };
-            st.credits.give_back();
             if let Some(c) = pos.and_then(|i| st.cands.get_mut(i)) {
                 c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
             }
             done.push((inf.tx, None));
         }
-        let wake = self.dispatch_outside_task(&mut st);
+        self.dispatch(&mut st);
+        let senders = st.senders_waiting && st.queue.len() < self.queue_limit;
+        if senders {
+            st.senders_waiting = false;
+        }
         drop(st);
-        self.wake(wake);
+        if senders {
+            self.room.notify_waiters();
+        }
         done
     }
 
-    /// Moves queued sends onto connections while credits last, and wakes the senders
+    /// Moves queued sends onto connections while their writers have room, and wakes the senders
     /// waiting for room if there is some; run by the task (every turn of its loop), which
     /// acts on what it finds next.
     pub(crate) fn dispatch_in_task(&self, st: &mut TxState) {
@@ -188,13 +194,6 @@ impl PeerTx {
         }
     }
 
-    /// An NI credit came for the head of the queue.
-    pub(crate) fn permit(&self, st: &mut TxState, permit: OwnedSemaphorePermit) {
-        st.want_permit = false;
-        st.spare_permit = Some(permit);
-        self.dispatch_in_task(st);
-    }
-
     /// Stops taking sends and wakes every sender waiting for room.
     pub(crate) fn stop(&self, st: &mut TxState) {
         st.stopped = true;
@@ -202,54 +201,21 @@ impl PeerTx {
         self.room.notify_waiters();
     }
 
-    fn dispatch_outside_task(&self, st: &mut TxState) -> Wake {
-        let wanted = st.want_permit;
-        self.dispatch(st);
-        let senders = st.senders_waiting && st.queue.len() < self.queue_limit;
-        if senders {
-            st.senders_waiting = false;
-        }
-        Wake {
-            task: !wanted && st.want_permit,
-            senders,
-        }
-    }
-
-    fn wake(&self, wake: Wake) {
-        if wake.senders {
-            self.room.notify_waiters();
-        }
-        if wake.task {
-            self.kick.notify_one();
-        }
-    }
-
-    /// Moves queued sends onto connections while peer and NI credits last.
+    /// Moves queued sends onto connections while their writers have room.
     fn dispatch(&self, st: &mut TxState) {
         st.flush_noops(self.min_bulk);
         while let Some(head) = st.queue.front() {
-            if st.credits.available() == 0 {
-                break;
-            }
             let frame_len = lnet_frame_len(HeaderForm::Nid4, head.tx.payload.len());
             let traffic = Traffic::Lnet { frame_len };
             let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
                 break;
             };
-            let permit = match st.spare_permit.take() {
-                Some(p) => p,
-                None => match self.ni_credits.clone().try_acquire_owned() {
-                    Ok(p) => p,
-                    Err(_) => {
-                        st.want_permit = true;
-                        break;
-                    }
-                },
-            };
             let Some((conn, writer)) = st.writers.get(i) else {
-                st.spare_permit = Some(permit);
                 break;
             };
+            if writer.capacity() <= NOOP_ROOM {
+                break;
+            }
             let conn = *conn;
             let seq = st.next_seq;
             let item = WriteItem::Lnet {
@@ -258,7 +224,6 @@ impl PeerTx {
                 payload: head.tx.payload.clone(),
             };
             if writer.try_send(item).is_err() {
-                st.spare_permit = Some(permit);
                 break;
             }
             let Some(q) = st.queue.pop_front() else {
@@ -271,7 +236,6 @@ impl PeerTx {
                 c.queued_bytes += frame_len;
                 c.last_used = clock;
             }
-            st.credits.try_take();
             st.inflight.insert(
                 seq,
                 Inflight {
@@ -279,17 +243,9 @@ impl PeerTx {
                     since: q.since,
                     conn,
                     frame_len,
-                    _permit: permit,
                 },
             );
         }
-        if st.queue.is_empty() {
-            // Nothing waits: give an NI credit taken in advance back to the other peers.
-            st.spare_permit = None;
-            st.want_permit = false;
-        }
-        let queued = st.queue.len();
-        st.credits.note(queued);
     }
 }
 
@@ -350,9 +306,10 @@ impl TxState {
     }
 }
 
-/// Completes `tx` (sent to `peer`) with the upper layer.
-pub(crate) fn complete<H: LndHandler>(
-    ni: &NiShared<H>,
+/// Completes `tx` (sent by NI `ni` to `peer`) with the upper layer.
+fn complete<H: LndHandler>(
+    handler: &H,
+    ni: Nid,
     peer: ProcessId,
     tx: &TxRequest,
     failure: Option<(TxFailure, String)>,
@@ -364,9 +321,9 @@ pub(crate) fn complete<H: LndHandler>(
     if let Some(why) = &reason {
         tracing::debug!(%peer, id = tx.id.0, %status, "socklnd: send failed: {why}");
     }
-    ni.handler.on_send_complete(TxCompletion {
+    handler.on_send_complete(TxCompletion {
         id: tx.id,
-        ni: ni.me.nid,
+        ni,
         peer: tx.peer,
         status,
         reason,
@@ -374,8 +331,8 @@ pub(crate) fn complete<H: LndHandler>(
 }
 
 /// Completes every send of `done`.
-pub(crate) fn complete_all<H: LndHandler>(ni: &NiShared<H>, peer: ProcessId, done: Done) {
+pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
-        complete(ni, peer, &tx, failure);
+        complete(handler, ni, peer, &tx, failure);
     }
 }
