@@ -123,6 +123,10 @@ fn decode_meta(key: &[u8], value: &[u8]) -> Result<(), StoreError> {
     {
         return decode_value_with(meta, key, value, keys::decode_u64).map(drop);
     }
+    if key == crate::config::router::ROUTER_KEY {
+        let record: crate::config::router::RouterRecord = crate::engine::decode(meta, key, value)?;
+        return record.into_model().map(drop);
+    }
     if key == crate::drain::DRAINING_KEY {
         return decode_value_with(meta, key, value, |v| {
             serde_json::from_slice::<bool>(v)

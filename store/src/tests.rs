@@ -122,6 +122,15 @@ fn the_drain_is_kept_across_reopen_and_an_import_and_cleared_by_undrain() {
     let raw = store.trees.get_raw(TreeId::Meta, b"draining").unwrap();
     assert_eq!(raw.as_deref(), Some(&b"true"[..]));
     decode_record(RecordKind::Meta, b"draining", b"true").unwrap();
+    // The `lnet-router:` section is a meta record too.
+    decode_record(
+        RecordKind::Meta,
+        b"lnet_router",
+        br#"{"acceptor_port":21988}"#,
+    )
+    .unwrap();
+    assert!(decode_record(RecordKind::Meta, b"lnet_router", br#"{"net_check":"loud"}"#).is_err());
+    assert!(decode_record(RecordKind::Meta, b"lnet_router", br#"{"port":1}"#).is_err());
     assert!(decode_record(RecordKind::Meta, b"draining", b"1x").is_err());
     store.set_draining(false).unwrap();
     let store = reopen(&dir, store);

@@ -22,7 +22,7 @@
 mod net;
 mod peer;
 mod route;
-mod router;
+pub(crate) mod router;
 mod tunable;
 mod udsp;
 
