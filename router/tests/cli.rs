@@ -12,7 +12,7 @@
 )]
 
 mod support;
-use support::{sigterm, wait_listening, Daemon, BIN, WAIT};
+use support::{api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -93,29 +93,15 @@ lnet-router:
         ),
     )
     .unwrap();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(
-        &tokens,
-        format!("ops admin {ADMIN}\nview reader {READER}\n"),
-    )
-    .unwrap();
-    let data = dir.path().join("data");
-    let api = format!("127.0.0.1:{API}");
-    let args: Vec<&std::ffi::OsStr> = vec![
-        "run".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--data-dir".as_ref(),
-        data.as_os_str(),
-        "--tokens-file".as_ref(),
-        tokens.as_os_str(),
-        "--api-listen".as_ref(),
-        api.as_ref(),
-        "--tls-cert".as_ref(),
-        cert_path.as_os_str(),
-        "--tls-key".as_ref(),
-        key_path.as_os_str(),
-    ];
+    let owned = api_run_args(
+        dir.path(),
+        &config,
+        &format!("ops admin {ADMIN}\nview reader {READER}\n"),
+        API,
+        &cert_path,
+        &key_path,
+    );
+    let args: Vec<&std::ffi::OsStr> = owned.iter().map(|a| a.as_os_str()).collect();
     let mut d = Daemon::start_args(&args);
     for addr in [
         SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 36, 1)), PORT),
@@ -327,25 +313,9 @@ lnet-router:
         ),
     )
     .unwrap();
-    let tokens = dir.path().join("tokens");
-    std::fs::write(&tokens, format!("ops admin {ADMIN}\n")).unwrap();
-    let data = dir.path().join("data");
-    let api = format!("127.0.0.1:{API}");
-    let args: Vec<&std::ffi::OsStr> = vec![
-        "run".as_ref(),
-        "--config".as_ref(),
-        config.as_os_str(),
-        "--data-dir".as_ref(),
-        data.as_os_str(),
-        "--tokens-file".as_ref(),
-        tokens.as_os_str(),
-        "--api-listen".as_ref(),
-        api.as_ref(),
-        "--tls-cert".as_ref(),
-        cert_path.as_os_str(),
-        "--tls-key".as_ref(),
-        key_path.as_os_str(),
-    ];
+    let tokens = format!("ops admin {ADMIN}\n");
+    let owned = api_run_args(dir.path(), &config, &tokens, API, &cert_path, &key_path);
+    let args: Vec<&std::ffi::OsStr> = owned.iter().map(|a| a.as_os_str()).collect();
     let api_addr = SocketAddr::from(([127, 0, 0, 1], API));
     let mut d = Daemon::start_args(&args);
     timeout(WAIT, wait_listening(&mut d, api_addr))

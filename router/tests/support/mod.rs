@@ -131,6 +131,34 @@ pub async fn wait_listening(daemon: &mut Daemon, addr: SocketAddr) {
     }
 }
 
+/// Writes the tokens file `tokens` in `dir` and returns the arguments of `lnet-router run`
+/// with configuration `config`, the data directory `dir/data`, and the API over HTTPS on
+/// 127.0.0.1:`api` with `cert` and `key`.
+pub fn api_run_args(
+    dir: &Path,
+    config: &Path,
+    tokens: &str,
+    api: u16,
+    cert: &Path,
+    key: &Path,
+) -> Vec<std::ffi::OsString> {
+    let tokens_file = dir.join("tokens");
+    std::fs::write(&tokens_file, tokens).unwrap();
+    let mut args: Vec<std::ffi::OsString> = vec!["run".into(), "--config".into()];
+    args.push(config.into());
+    args.push("--data-dir".into());
+    args.push(dir.join("data").into());
+    args.push("--tokens-file".into());
+    args.push(tokens_file.into());
+    args.push("--api-listen".into());
+    args.push(format!("127.0.0.1:{api}").into());
+    args.push("--tls-cert".into());
+    args.push(cert.into());
+    args.push("--tls-key".into());
+    args.push(key.into());
+    args
+}
+
 pub fn write_config(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
     let path = dir.path().join("lnet.yaml");
     std::fs::write(&path, text).unwrap();
