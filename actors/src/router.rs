@@ -122,6 +122,23 @@ impl RouterPools {
         }
     }
 
+    /// Resizes every CPT's pools to `per_cpt` buffers (tiny, small, large) while the
+    /// node runs: the reservations waiting get the new buffers first; a pool that shrinks
+    /// gives up its buffers as they come back ([`lnet::rtrbuf::RouterBuffers::resize`]).
+    pub fn resize(&self, per_cpt: [u32; 3]) {
+        for cpt in 0..self.cpts.len() {
+            let Some(mut b) = self.lock(cpt) else {
+                continue;
+            };
+            let mut granted = b.resize(per_cpt);
+            while let Some((waiter, grant)) = granted.pop() {
+                if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
+                    granted.extend(b.release(back.grant));
+                }
+            }
+        }
+    }
+
     /// The pools and credits now.
     pub fn show(&self) -> RoutingView {
         let mut cpts = Vec::new();

@@ -952,3 +952,56 @@ async fn undrain_advertises_each_net_as_it_is_and_pushes_it_at_once() {
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn router_buffers_resized_while_messages_wait_serve_them_and_lose_nothing() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        // Four small buffers on R1 and a slow link to B: PUTs wait for buffers.
+        let t = topology(false, Some([8, 4, 4])).await;
+        let mut md =
+            t.b.attach(actors::MdSpec { depth: 256, ..md() })
+                .await
+                .unwrap();
+        t.r1.add_fault_rule(
+            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 50)
+                .at(nid(R1B))
+                .on(FaultPath::Send),
+        )
+        .unwrap();
+        let small = |show: &actors::RoutingShow| show.buffers.cpts[0][1];
+        let mut txns = Vec::new();
+        for i in 0..40u8 {
+            txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            small(&t.r1.routing_show().await.unwrap()).credits < 0,
+            "messages wait"
+        );
+        // Sixteen small buffers now: the waiting messages get them at once.
+        let mut tunables = config(true, Some([8, 4, 4])).tunables;
+        tunables.set(TunableName::SmallBuffers, 16).unwrap();
+        t.r1.set_tunables(tunables.clone()).await.unwrap();
+        assert_eq!(small(&t.r1.routing_show().await.unwrap()).nbuffers, 16);
+        // Then two: buffers leave the pool as they come back.
+        tunables.set(TunableName::SmallBuffers, 2).unwrap();
+        t.r1.set_tunables(tunables).await.unwrap();
+        let mut ok = 0;
+        for txn in txns {
+            if txn.finish().await.iter().all(|e| e.status.is_ok()) {
+                ok += 1;
+            }
+        }
+        assert_eq!(ok, 40, "every PUT is ACKed");
+        let mut seen = 0;
+        while md.try_recv().is_ok() {
+            seen += 1;
+        }
+        assert_eq!(seen, 40, "every PUT delivered once");
+        let pool = small(&t.r1.routing_show().await.unwrap());
+        assert_eq!((pool.nbuffers, pool.credits), (2, 2), "{pool:?}");
+    })
+    .await
+    .unwrap();
+}

@@ -145,6 +145,9 @@ pub enum Requested<T, P> {
 
 struct Pool<P, T> {
     stats: PoolStats,
+    /// The size asked for: while `stats.nbuffers` is above it, a buffer that comes back
+    /// is taken out of the pool instead of being used again.
+    target: u32,
     waiting: VecDeque<(T, P)>,
 }
 
@@ -186,6 +189,7 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
                     credits,
                     mincredits: credits,
                 },
+                target: n,
                 waiting: VecDeque::new(),
             }
         };
@@ -276,6 +280,36 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
         Some((token, Grant { peer, pool: kind }))
     }
 
+    /// Resizes the pools to `sizes` buffers (tiny, small, large), as `lnetctl set
+    /// tiny_buffers` ... does on a running router: a pool that grows gives its new
+    /// buffers to the messages waiting for one first; a pool that shrinks takes its free
+    /// buffers out at once and the others as they come back, so that nothing in flight is
+    /// lost. Returns the waiting messages that now have a buffer, in order.
+    pub fn resize(&mut self, sizes: [u32; 3]) -> Vec<(T, Grant<P>)> {
+        let mut granted = Vec::new();
+        for (kind, n) in [PoolKind::Tiny, PoolKind::Small, PoolKind::Large]
+            .into_iter()
+            .zip(sizes)
+        {
+            let pool = self.pool_mut(kind);
+            pool.target = n;
+            while pool.stats.nbuffers < n {
+                pool.stats.nbuffers += 1;
+                pool.stats.credits = pool.stats.credits.saturating_add(1);
+                if pool.stats.credits <= 0 {
+                    if let Some((token, peer)) = pool.waiting.pop_front() {
+                        granted.push((token, Grant { peer, pool: kind }));
+                    }
+                }
+            }
+            while pool.stats.nbuffers > n && pool.stats.credits > 0 {
+                pool.stats.nbuffers -= 1;
+                pool.stats.credits -= 1;
+            }
+        }
+        granted
+    }
+
     /// A forwarded message is done with its buffer: the buffer and the peer's credit go
     /// back. Returns the waiting messages that now have a buffer, in the order they
     /// should proceed.
@@ -283,8 +317,15 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
         let mut granted = Vec::new();
         // The buffer first: a message queued on this pool already holds its peer credit.
         let pool = self.pool_mut(grant.pool);
-        pool.stats.credits = pool.stats.credits.saturating_add(1);
-        if pool.stats.credits <= 0 {
+        let back = if pool.stats.nbuffers > pool.target {
+            // The pool is shrinking: this buffer leaves it.
+            pool.stats.nbuffers -= 1;
+            false
+        } else {
+            pool.stats.credits = pool.stats.credits.saturating_add(1);
+            true
+        };
+        if back && pool.stats.credits <= 0 {
             if let Some((token, peer)) = pool.waiting.pop_front() {
                 granted.push((
                     token,
@@ -382,6 +423,51 @@ mod tests {
         let large = b.pools().nth(2).unwrap();
         assert_eq!((large.credits, large.mincredits), (2, -1));
         assert_eq!(b.peer(&"a").unwrap().credits, 2);
+    }
+
+    #[test]
+    fn a_pool_resized_live_grows_for_the_waiting_first_and_shrinks_as_buffers_come_back() {
+        let mut b: RouterBuffers<u8, u32> = RouterBuffers::new([1, 1, 2], 8);
+        fn large(b: &RouterBuffers<u8, u32>) -> (u32, i32) {
+            let p = b.pools().nth(2).unwrap();
+            (p.nbuffers, p.credits)
+        }
+        fn take(b: &mut RouterBuffers<u8, u32>, t: u32) -> Option<Grant<u8>> {
+            match b.request(7, 8192, t) {
+                Requested::Granted(_, g) => Some(g),
+                Requested::Waiting => None,
+                Requested::Refused(..) => panic!("refused"),
+            }
+        }
+        let g1 = take(&mut b, 1).unwrap();
+        let g2 = take(&mut b, 2).unwrap();
+        assert!(take(&mut b, 3).is_none());
+        assert!(take(&mut b, 4).is_none());
+        assert_eq!(large(&b), (2, -2));
+        // Three more buffers: the two waiting messages get two of them, one stays free.
+        let got = b.resize([1, 1, 5]);
+        assert_eq!(got.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![3, 4]);
+        assert_eq!(large(&b), (5, 1));
+        // Down to two: the free one leaves at once, the rest as they come back.
+        assert!(b.resize([1, 1, 2]).is_empty());
+        assert_eq!(large(&b), (4, 0));
+        assert!(take(&mut b, 5).is_none(), "no buffer free");
+        assert_eq!(large(&b), (4, -1));
+        assert!(b.release(g1).is_empty(), "leaves the pool: 5 still waits");
+        assert_eq!(large(&b), (3, -1));
+        assert!(b.release(g2).is_empty());
+        assert_eq!(large(&b), (2, -1));
+        // At its size again: the next buffer back goes to message 5.
+        let [(_, g3), (_, g4)] = <[_; 2]>::try_from(got).unwrap();
+        let next = b.release(g3);
+        assert_eq!(next.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![5]);
+        assert_eq!(large(&b), (2, 0));
+        for (_, g) in next {
+            b.release(g);
+        }
+        b.release(g4);
+        assert_eq!(large(&b), (2, 2), "every buffer back, none lost");
+        assert_eq!(b.peer(&7).unwrap().credits, 8);
     }
 
     #[test]

@@ -226,6 +226,17 @@ impl Handler<SetTunables> for LnetActor {
         }
         let flipped = t.routing() != self.config.tunables.routing();
         let routing_on = t.routing();
+        let buffers = |t: &lnet::tunables::Tunables| {
+            use lnet::tunables::TunableName::{LargeBuffers, SmallBuffers, TinyBuffers};
+            [t.get(TinyBuffers), t.get(SmallBuffers), t.get(LargeBuffers)]
+        };
+        if buffers(&t) != buffers(&self.config.tunables) {
+            // `lnetctl set tiny_buffers` ...: the pools change size at once, nothing in
+            // flight is lost.
+            let ncpts = u32::try_from(self.config.cpts.len().max(1)).unwrap_or(1);
+            let sizes = lnet::rtrbuf::per_cpt(buffers(&t), ncpts);
+            self.path.pools.resize(sizes);
+        }
         self.config.tunables = t;
         self.update_policy();
         // `set routing 1` is the way back from a drain; `set routing 0` leaves a drain as
