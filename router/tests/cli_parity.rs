@@ -417,6 +417,30 @@ lnet-router:
     let (ok, _, err) = run(ADMIN, &["set", "routing", "0"]).await;
     assert!(ok, "{err}");
 
+    // set small_buffers: the pools change size at once, kept in the store; a reader may
+    // not, a count beyond 32 bits is EINVAL.
+    let small_per_cpt = |doc: &str| -> Vec<u64> {
+        let v: serde_json::Value = serde_json::from_str(doc).unwrap();
+        v["cpts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["small"]["nbuffers"].as_u64().unwrap())
+            .collect()
+    };
+    let (ok, _, err) = run(READER, &["set", "small_buffers", "64"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -1"), "{err}");
+    let (ok, _, err) = run(ADMIN, &["set", "small_buffers", "4294967296"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -22"), "{err}");
+    let (ok, _, err) = run(ADMIN, &["set", "small_buffers", "64"]).await;
+    assert!(ok, "{err}");
+    let (_, out, _) = run(READER, &["--json", "routing", "show"]).await;
+    let cpts = small_per_cpt(&out);
+    let each = u64::try_from(64 / cpts.len().max(1)).unwrap().max(1);
+    assert!(cpts.iter().all(|n| *n == each), "{out}");
+
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");
@@ -430,6 +454,8 @@ lnet-router:
     .expect("bounded");
     let (_, out, _) = run(READER, &["routing", "show"]).await;
     assert!(out.contains("enable: 0"), "{out}");
+    let (_, out, _) = run(READER, &["--json", "routing", "show"]).await;
+    assert!(small_per_cpt(&out).iter().all(|n| *n == each), "{out}");
     let (_, out, _) = run(READER, &["peer", "list"]).await;
     assert!(
         !out.contains("127.0.42.50@tcp"),

@@ -61,8 +61,8 @@ pub use api::peers::{PeerAdd, PeerDeleted};
 pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};
 pub use api::routes::{RouteAdd, RouteDoc, RouteList};
 pub use api::routing::{
-    BufferTotals, CptPools, DrainDoc, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc, RoutingDoc,
-    RoutingSet,
+    BufferTotals, BuffersSet, CptPools, DrainDoc, NetAdvertDoc, PeerRtrCreditsDoc, PoolDoc,
+    RoutingDoc, RoutingSet,
 };
 pub use api::stats::Counters;
 pub use api::tokens::{TokenCreate, TokenCreated, TokenList, WhoAmI};

@@ -85,6 +85,7 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             api::routing::set_routing
         ))
         .routes(routes!(api::routing::drain))
+        .routes(routes!(api::routing::set_buffers))
         .routes(routes!(api::tokens::list_tokens, api::tokens::create_token))
         .routes(routes!(api::tokens::revoke_token))
         .routes(routes!(api::tokens::whoami))

@@ -46,6 +46,7 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
         ),
         (Method::PUT, "/api/v1/routing".into(), json!({"enable": 0})),
         (Method::POST, "/api/v1/drain".into(), Value::Null),
+        (Method::PUT, "/api/v1/buffers".into(), json!({"small": 64})),
         (Method::DELETE, format!("/api/v1/peers/{b0}"), Value::Null),
         (Method::POST, "/api/v1/stats/reset".into(), Value::Null),
         (
@@ -1055,6 +1056,7 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         ("DELETE", "/api/v1/routes/{net}/{gateway}"),
         ("GET", "/api/v1/routing"),
         ("POST", "/api/v1/drain"),
+        ("PUT", "/api/v1/buffers"),
         ("GET", "/api/v1/tokens"),
         ("POST", "/api/v1/tokens"),
         ("DELETE", "/api/v1/tokens/{name}"),
@@ -1080,6 +1082,7 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         "GlobalShow",
         "Global",
         "GlobalUpdate",
+        "BuffersSet",
         "RecoveryShow",
         "Counters",
         "EventPage",

@@ -479,6 +479,23 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
                 .await?;
             Ok(if c.json { json(&v) } else { String::new() })
         }
+        Ctl::Set { key, value }
+            if matches!(
+                key.as_str(),
+                "tiny_buffers" | "small_buffers" | "large_buffers"
+            ) =>
+        {
+            let cl = Client::new(c, "set", "buffers")?;
+            let field = key.trim_end_matches("_buffers");
+            let v = cl
+                .send(
+                    cl.http
+                        .put(format!("{}/api/v1/buffers", cl.base))
+                        .json(&serde_json::json!({ field: value })),
+                )
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
+        }
         Ctl::Drain => {
             let cl = Client::new(c, "drain", "router")?;
             let v = cl.post("/api/v1/drain", serde_json::json!(null)).await?;

@@ -235,6 +235,77 @@ pub(crate) async fn set_routing(
     Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
 }
 
+/// `lnetctl set tiny_buffers|small_buffers|large_buffers N`: the router buffer totals
+/// (divided over the CPTs as at start; 0: the default). The keys left out keep their value.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BuffersSet {
+    /// Tiny buffers (no payload).
+    #[schema(minimum = 0, maximum = 4294967295_u64)]
+    pub tiny: Option<i64>,
+    /// Small buffers (one page).
+    #[schema(minimum = 0, maximum = 4294967295_u64)]
+    pub small: Option<i64>,
+    /// Large buffers (1 MiB).
+    #[schema(minimum = 0, maximum = 4294967295_u64)]
+    pub large: Option<i64>,
+}
+
+/// Resizes the router buffer pools while the node runs (`lnetctl set tiny_buffers`
+/// ...), kept in the store: a pool that grows serves the messages waiting first, one that
+/// shrinks gives up its buffers as they come back, so nothing in flight is lost.
+#[utoipa::path(put, path = "/api/v1/buffers", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = BuffersSet,
+    responses(
+        (status = 200, description = "Routing state after the change", body = RoutingDoc),
+        (status = 400, description = "Bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A count outside 0..=4294967295", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn set_buffers(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<BuffersSet>,
+) -> Result<Json<RoutingDoc>, ApiError> {
+    use lnet::tunables::TunableName;
+    let asked = [
+        ("tiny", TunableName::TinyBuffers, req.tiny),
+        ("small", TunableName::SmallBuffers, req.small),
+        ("large", TunableName::LargeBuffers, req.large),
+    ];
+    let mut current = s.shared.tunables.lock().await;
+    let mut next = current.clone();
+    let mut changed = Vec::new();
+    for (field, name, value) in asked {
+        let Some(v) = value else { continue };
+        let n = u32::try_from(v).map_err(|_| {
+            ApiError::unprocessable(field, format!("{field} = {v} is outside 0..=4294967295"))
+        })?;
+        next.set(name, v)
+            .map_err(|e| ApiError::unprocessable(field, e.to_string()))?;
+        changed.push((name, n));
+    }
+    if let Some(store) = &s.shared.config {
+        for (name, n) in &changed {
+            store
+                .set_tunable(*name, *n)
+                .map_err(|e| ApiError::Internal {
+                    message: format!("{name} could not be kept: {e}"),
+                })?;
+        }
+    }
+    s.shared.node.set_tunables(next.clone()).await?;
+    *current = next;
+    drop(current);
+    let detail: Vec<String> = changed.iter().map(|(n, v)| format!("{n}={v}")).collect();
+    s.admin_event(&admin.0, "set_buffers", None, detail.join(" "));
+    Ok(Json(routing_doc(&s.shared.node.routing_show().await?)))
+}
+
 /// The answer to `POST /api/v1/drain`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
