@@ -393,8 +393,12 @@ impl Trees {
     /// all of them or none are found.
     ///
     /// The commit also bumps the generation and, once flushed, writes it to the seal; an
-    /// `Ok` means both are durable. A commit after one whose flush or seal failed first
-    /// flushes and seals what the database holds, and writes nothing if that fails.
+    /// `Ok` means both are durable. A commit whose flush or seal fails (a full disk) is
+    /// undone before the error returns, where the engine still takes writes: what the
+    /// store holds, and what a later flush makes durable, is only what it acknowledged,
+    /// and the same change can be made again once there is room. A commit after the open
+    /// left the seal lagging first flushes and seals what the database holds, and writes
+    /// nothing if that fails.
     pub(crate) fn commit(&self, mut set: WriteSet) -> Result<(), StoreError> {
         if set.is_empty() {
             return Ok(());
@@ -414,6 +418,30 @@ impl Trees {
             seal::GENERATION_KEY,
             keys::u64_key(next).to_vec(),
         );
+        // What the writes replace, to put back if they cannot be made durable: the store
+        // then holds, in memory as on disk once flushed, only what it acknowledged.
+        let mut undo = Vec::with_capacity(set.writes.len());
+        for (id, key, _) in &set.writes {
+            undo.push((*id, key.clone(), self.get_raw(*id, key)?));
+        }
+        self.apply(&set.writes)
+            .map_err(|e| StoreError::engine("committing a transaction", e))?;
+        let durable = self.flush().and_then(|()| seal::write(&self.dir, next));
+        if let Err(e) = durable {
+            undo.reverse();
+            // When the engine itself failed it refuses every write from then on, this one
+            // too: the store is then refused until it is opened again, and the change
+            // was not acknowledged either way.
+            let _ = self.apply(&undo);
+            return Err(e);
+        }
+        generation.in_db = next;
+        generation.sealed = next;
+        Ok(())
+    }
+
+    /// Applies `writes` (a value, or `None` for a removal) in one transaction.
+    fn apply(&self, writes: &[Write]) -> Result<(), sled::Error> {
         let trees = (
             &self.meta,
             &self.nets,
@@ -427,7 +455,7 @@ impl Trees {
         );
         let result: Result<(), TransactionError<std::convert::Infallible>> = trees.transaction(
             |view| -> ConflictableTransactionResult<(), std::convert::Infallible> {
-                for (id, key, value) in &set.writes {
+                for (id, key, value) in writes {
                     let tree = pick(view, *id);
                     match value {
                         Some(v) => {
@@ -442,17 +470,10 @@ impl Trees {
             },
         );
         match result {
-            Ok(()) => {}
-            Err(TransactionError::Storage(e)) => {
-                return Err(StoreError::engine("committing a transaction", e))
-            }
+            Ok(()) => Ok(()),
+            Err(TransactionError::Storage(e)) => Err(e),
             Err(TransactionError::Abort(never)) => match never {},
         }
-        generation.in_db = next;
-        self.flush()?;
-        seal::write(&self.dir, next)?;
-        generation.sealed = next;
-        Ok(())
     }
 
     /// Makes everything written so far durable.
