@@ -391,39 +391,57 @@ async fn a_message_for_a_net_without_route_is_dropped_with_a_counter_and_an_even
     .unwrap();
 }
 
+/// Four small buffers on the routers (through R1 alone) and R1's sends to B 50 ms late:
+/// A's 40 PUTs of 1000 bytes, started, wait for buffers.
+async fn forty_puts_behind_four_small_buffers() -> (
+    Topology,
+    tokio::sync::mpsc::Receiver<lnd::RxMessage>,
+    Vec<actors::Transaction>,
+) {
+    let t = topology(false, Some([8, 4, 4])).await;
+    let md =
+        t.b.attach(actors::MdSpec { depth: 256, ..md() })
+            .await
+            .unwrap();
+    t.r1.add_fault_rule(
+        FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 50)
+            .at(nid(R1B))
+            .on(FaultPath::Send),
+    )
+    .unwrap();
+    let mut txns = Vec::new();
+    for i in 0..40u8 {
+        txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
+    }
+    (t, md, txns)
+}
+
+/// Every one of `txns` is ACKed and B got each PUT once.
+async fn all_acked_and_delivered_once(
+    txns: Vec<actors::Transaction>,
+    mut md: tokio::sync::mpsc::Receiver<lnd::RxMessage>,
+) {
+    let n = txns.len();
+    let mut ok = 0;
+    for txn in txns {
+        if txn.finish().await.iter().all(|e| e.status.is_ok()) {
+            ok += 1;
+        }
+    }
+    assert_eq!(ok, n, "every PUT is ACKed");
+    let mut seen = 0;
+    while md.try_recv().is_ok() {
+        seen += 1;
+    }
+    assert_eq!(seen, n, "every PUT delivered once");
+}
+
 #[actix::test]
 async fn router_buffers_hold_back_a_fast_sender_and_drop_nothing() {
     tokio::time::pause();
     timeout(BOUND, async {
-        // Four small buffers on the routers; B's side is slow.
-        let t = topology(false, Some([8, 4, 4])).await;
-        let mut md =
-            t.b.attach(actors::MdSpec { depth: 256, ..md() })
-                .await
-                .unwrap();
-        t.r1.add_fault_rule(
-            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 50)
-                .at(nid(R1B))
-                .on(FaultPath::Send),
-        )
-        .unwrap();
-        let mut txns = Vec::new();
-        for i in 0..40u8 {
-            txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
-        }
-        let mut ok = 0;
-        for txn in txns {
-            let got = txn.finish().await;
-            if got.iter().all(|e| e.status.is_ok()) {
-                ok += 1;
-            }
-        }
-        assert_eq!(ok, 40, "every PUT is ACKed");
-        let mut seen = 0;
-        while md.try_recv().is_ok() {
-            seen += 1;
-        }
-        assert_eq!(seen, 40, "every PUT delivered once");
+        let (t, md, txns) = forty_puts_behind_four_small_buffers().await;
+        all_acked_and_delivered_once(txns, md).await;
         let show = t.r1.routing_show().await.unwrap();
         let small = show.buffers.cpts[0][1];
         assert_eq!(small.nbuffers, 4);
@@ -957,23 +975,8 @@ async fn undrain_advertises_each_net_as_it_is_and_pushes_it_at_once() {
 async fn router_buffers_resized_while_messages_wait_serve_them_and_lose_nothing() {
     tokio::time::pause();
     timeout(BOUND, async {
-        // Four small buffers on R1 and a slow link to B: PUTs wait for buffers.
-        let t = topology(false, Some([8, 4, 4])).await;
-        let mut md =
-            t.b.attach(actors::MdSpec { depth: 256, ..md() })
-                .await
-                .unwrap();
-        t.r1.add_fault_rule(
-            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 50)
-                .at(nid(R1B))
-                .on(FaultPath::Send),
-        )
-        .unwrap();
+        let (t, md, txns) = forty_puts_behind_four_small_buffers().await;
         let small = |show: &actors::RoutingShow| show.buffers.cpts[0][1];
-        let mut txns = Vec::new();
-        for i in 0..40u8 {
-            txns.push(t.a.put(put_of(B, 1000, i)).await.unwrap());
-        }
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(
             small(&t.r1.routing_show().await.unwrap()).credits < 0,
@@ -987,18 +990,7 @@ async fn router_buffers_resized_while_messages_wait_serve_them_and_lose_nothing(
         // Then two: buffers leave the pool as they come back.
         tunables.set(TunableName::SmallBuffers, 2).unwrap();
         t.r1.set_tunables(tunables).await.unwrap();
-        let mut ok = 0;
-        for txn in txns {
-            if txn.finish().await.iter().all(|e| e.status.is_ok()) {
-                ok += 1;
-            }
-        }
-        assert_eq!(ok, 40, "every PUT is ACKed");
-        let mut seen = 0;
-        while md.try_recv().is_ok() {
-            seen += 1;
-        }
-        assert_eq!(seen, 40, "every PUT delivered once");
+        all_acked_and_delivered_once(txns, md).await;
         let pool = small(&t.r1.routing_show().await.unwrap());
         assert_eq!((pool.nbuffers, pool.credits), (2, 2), "{pool:?}");
     })
