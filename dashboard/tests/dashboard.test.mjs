@@ -607,7 +607,11 @@ async function eventLogCheck(target) {
     return m.includes("fault") && m.includes("reset") ? m : null;
   }, 10000).catch(() => "");
   check(`after opening again, the chart of ${target} shows the fault rule and the resets from the log`, marks !== "", [...new Set(marks.split(" "))].join(" "));
-  const labels = ((await page.getAttribute(chart, "data-x-labels")) ?? "").split("|").filter(Boolean);
+  // The axis is drawn after the marks: wait (bounded) for its labels.
+  const labels = await until("the chart's time labels", async () => {
+    const l = ((await page.getAttribute(chart, "data-x-labels")) ?? "").split("|").filter(Boolean);
+    return l.length > 0 ? l : null;
+  }, 10000).catch(() => []);
   const nowS = secondsOfDay(Date.now());
   const clockLabels = labels.filter((l) => /^(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d$/.test(l));
   check(
