@@ -1,9 +1,11 @@
 //! One established socklnd connection: a writer task and a reader task (socklnd
 //! reference §3.5, §3.6, §3.8).
 //!
-//! The writer sends what is queued on it, in order, each frame within the socklnd
-//! timeout, and completes the sends it wrote whole (dispatching what waits for their
-//! credits) without going through the peer task. The reader follows the receive state machine by feeding every byte to
+//! The writer sends what is queued on the connection ([`outbox`]), in order, each frame
+//! within the socklnd timeout, and completes the sends it wrote whole (dispatching what
+//! waits for their credits) without going through the peer task. Its task writes only what
+//! nobody else can write without waiting: a reader forwarding frames to this connection
+//! writes them itself ([`batch`]). The reader follows the receive state machine by feeding every byte to
 //! the sans-io [`Deframer`] in header-first mode (the one parser, fuzzed): ksock header,
 //! LNet header, then it stops reading until the upper layer has said where the payload
 //! goes, reads the payload straight into that buffer (or discards it), acknowledges a
@@ -12,33 +14,37 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use lnet::{HeaderForm, ProcessId};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+pub(crate) mod batch;
 pub(crate) mod end;
 pub(crate) mod item;
+pub(crate) mod outbox;
+pub(crate) mod queue;
 
 pub(crate) use item::WriteItem;
+pub(crate) use queue::ConnQueue;
 
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::{self, PeerTx};
+use super::stats::WriteCounters;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
+use outbox::{Coalesced, Outbox, Pushed, Round, WRITE_BATCH};
 
 /// Frames up to this size are written with one write call (header and payload copied
 /// together, with the other small frames queued at the same time); larger payloads are
-/// written from their own buffer.
+/// written from their own buffer, by the writer task.
 const COALESCE_BYTES: usize = 4096;
-/// Most frames a writer takes from its queue for one round of writes.
-const WRITE_BATCH: usize = 64;
 /// Bytes a reader asks the socket for while it is between payloads: the next headers, and
 /// the frames after them, come in one read (a payload's first bytes read this way are
 /// copied into its buffer; the rest is read straight into it).
@@ -46,6 +52,9 @@ const HEADER_READ: usize = 16 * 1024;
 /// Most bytes read at once outside a payload read into the caller's buffer (a discarded
 /// payload is read in chunks of this size).
 const READ_CHUNK: usize = 64 * 1024;
+/// Rounds of writes a reader makes on one connection before leaving what keeps coming to
+/// its writer task.
+const INLINE_ROUNDS: usize = 4;
 
 /// How far a writer got, shared with its peer task: frames go out in `seq` order, so
 /// everything up to `done_through` is on the wire, and the write under way carries
@@ -65,7 +74,7 @@ pub(crate) struct WriterProgress {
 impl WriterProgress {
     /// The writer is about to write sends `first..=last`: false once the connection is
     /// closed (nothing may be written then).
-    fn start(&self, first: u64, last: u64) -> bool {
+    pub(crate) fn start(&self, first: u64, last: u64) -> bool {
         self.current_last.store(last, Ordering::SeqCst);
         self.current.store(first, Ordering::SeqCst);
         !self.closed.load(Ordering::SeqCst)
@@ -87,8 +96,8 @@ impl WriterProgress {
     }
 }
 
-/// What the writer task needs.
-pub(crate) struct Writer<H> {
+/// What a writer needs to know of its connection.
+pub(crate) struct WriterParts<H> {
     pub(crate) conn: u64,
     pub(crate) form: HeaderForm,
     pub(crate) timeout: Duration,
@@ -96,82 +105,128 @@ pub(crate) struct Writer<H> {
     pub(crate) nid: lnet::Nid,
     pub(crate) peer_id: ProcessId,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
-    pub(crate) tx: Arc<PeerTx>,
+    /// The peer's send side (weak: the send side holds this writer's queue).
+    pub(crate) tx: Weak<PeerTx>,
     pub(crate) progress: Arc<WriterProgress>,
+    /// Frames the queue holds at most.
+    pub(crate) capacity: usize,
+    /// The NI's write counters.
+    pub(crate) counts: Arc<WriteCounters>,
+}
+
+/// One connection's writing: its queue, its socket's write half, and the task that
+/// writes what nobody else can write without waiting.
+pub(crate) struct Writer<H> {
+    parts: WriterParts<H>,
+    half: OwnedWriteHalf,
+    outbox: Outbox,
+    me: Weak<Writer<H>>,
 }
 
 impl<H: LndHandler> Writer<H> {
-    /// Writes what comes in until the peer task drops the queue or a write fails. What
-    /// is queued together is written together: small frames are coalesced into one write.
-    pub(crate) async fn run(self, mut w: OwnedWriteHalf, mut rx: mpsc::Receiver<WriteItem>) {
+    /// The writer of a connection whose write half is `half`.
+    pub(crate) fn new(parts: WriterParts<H>, half: OwnedWriteHalf) -> Arc<Writer<H>> {
+        let capacity = parts.capacity;
+        Arc::new_cyclic(|me| Writer {
+            parts,
+            half,
+            outbox: Outbox::new(capacity),
+            me: me.clone(),
+        })
+    }
+
+    /// The writer task: writes what is left to it until the connection closes or a
+    /// write fails. What is queued together is written together: small frames are
+    /// coalesced into one write.
+    pub(crate) async fn run(self: Arc<Self>) {
         let mut batch: Vec<WriteItem> = Vec::with_capacity(WRITE_BATCH);
         let mut out = Coalesced::default();
         let mut sent: Vec<u64> = Vec::with_capacity(WRITE_BATCH);
-        while let Some(first) = rx.recv().await {
-            batch.push(first);
-            while batch.len() < WRITE_BATCH {
-                match rx.try_recv() {
-                    Ok(item) => batch.push(item),
-                    Err(_) => break,
+        loop {
+            let woken = self.outbox.wake.notified();
+            let result = match self.outbox.take_round(&mut batch) {
+                Round::Wait => {
+                    woken.await;
+                    continue;
                 }
-            }
-            sent.clear();
-            let mut result = Ok(());
-            for item in batch.drain(..) {
-                if result.is_err() {
-                    break;
+                // Closed by the peer task: the last reference to the write half shuts
+                // our direction down.
+                Round::Stop(None) => return,
+                Round::Stop(Some(end)) => Err(end),
+                Round::Rest(rest) => {
+                    sent.extend(rest.ends.iter().map(|(seq, _)| *seq));
+                    out = rest;
+                    self.flush(&mut out).await
                 }
-                match item {
-                    WriteItem::Noop(k) => out.bytes.extend_from_slice(&k.encode()),
-                    WriteItem::Lnet {
-                        seq,
-                        header,
-                        payload,
-                    } => {
-                        let mut head = KsockHeader::lnet().encode().to_vec();
-                        if let Err(e) = header.encode_into(self.form, &mut head) {
-                            // Checked when the send was accepted; cannot happen.
-                            result = Err(ConnEnd::Protocol(format!("cannot encode header: {e}")));
-                            break;
-                        }
-                        sent.push(seq);
-                        if payload.len() <= COALESCE_BYTES {
-                            out.push(seq, &head, &payload);
-                            continue;
-                        }
-                        result = self.flush(&mut w, &mut out).await;
-                        if result.is_ok() && !self.progress.start(seq, seq) {
-                            result = Err(ConnEnd::Local);
-                        }
-                        if result.is_ok() {
-                            result = self.write(&mut w, &head, Some(&payload)).await;
-                            if result.is_ok() {
-                                self.progress.done_through.store(seq, Ordering::SeqCst);
-                                // A large frame's credit comes back as soon as it is out.
-                                self.completed(&mut sent);
-                            }
-                        }
-                    }
-                }
-            }
-            if result.is_ok() {
-                result = self.flush(&mut w, &mut out).await;
-            }
+                Round::Items => self.write_batch(&mut batch, &mut out, &mut sent).await,
+            };
             if let Err(end) = result {
+                self.outbox.release(None, None);
                 let _ = self
+                    .parts
                     .peer
                     .send(PeerCmd::Closed {
-                        conn: self.conn,
+                        conn: self.parts.conn,
                         end,
                     })
                     .await;
                 return;
             }
-            self.progress.current.store(0, Ordering::SeqCst);
+            self.parts.counts.by_writer_task();
+            self.parts.progress.current.store(0, Ordering::SeqCst);
             self.completed(&mut sent);
+            self.outbox.release(None, None);
         }
-        // The peer task dropped the queue: close our direction.
-        let _ = tokio::time::timeout(self.timeout, w.shutdown()).await;
+    }
+
+    /// Writes the frames of `batch`, small ones together, large payloads from their own
+    /// buffers; `sent` gets the send numbers of the LNET frames.
+    async fn write_batch(
+        &self,
+        batch: &mut Vec<WriteItem>,
+        out: &mut Coalesced,
+        sent: &mut Vec<u64>,
+    ) -> Result<(), ConnEnd> {
+        for item in batch.drain(..) {
+            match item {
+                WriteItem::Noop(k) => out.bytes.extend_from_slice(&k.encode()),
+                WriteItem::Lnet {
+                    seq,
+                    header,
+                    payload,
+                } => {
+                    let head = self.head(&header)?;
+                    sent.push(seq);
+                    if payload.len() <= COALESCE_BYTES {
+                        out.push(seq, &head, &payload);
+                        continue;
+                    }
+                    self.flush(out).await?;
+                    if !self.parts.progress.start(seq, seq) {
+                        return Err(ConnEnd::Local);
+                    }
+                    write_all(&self.half, &head, self.parts.timeout).await?;
+                    write_all(&self.half, &payload, self.parts.timeout).await?;
+                    self.parts
+                        .progress
+                        .done_through
+                        .store(seq, Ordering::SeqCst);
+                    // A large frame's send completes as soon as it is out.
+                    self.completed(sent);
+                }
+            }
+        }
+        self.flush(out).await
+    }
+
+    /// The ksock and LNet headers of an LNET frame.
+    fn head(&self, header: &lnet::Header) -> Result<Vec<u8>, ConnEnd> {
+        let mut head = KsockHeader::lnet().encode().to_vec();
+        header
+            .encode_into(self.parts.form, &mut head)
+            // Checked when the send was accepted; cannot happen.
+            .map_err(|e| ConnEnd::Protocol(format!("cannot encode header: {e}")))?;
+        Ok(head)
     }
 
     /// Completes the sends `sent` names, all handed to TCP whole.
@@ -179,50 +234,60 @@ impl<H: LndHandler> Writer<H> {
         if sent.is_empty() {
             return;
         }
-        let done = self.tx.written(self.conn, sent);
+        let Some(tx) = self.parts.tx.upgrade() else {
+            sent.clear();
+            return;
+        };
+        let done = tx.written(self.parts.conn, sent);
         sent.clear();
-        tx::complete_all(&*self.handler, self.nid, self.peer_id, done);
+        tx::complete_all(
+            &*self.parts.handler,
+            self.parts.nid,
+            self.parts.peer_id,
+            done,
+        );
+    }
+
+    /// Marks the frames of `out` whose last byte is within the first `written` bytes
+    /// done, and the first one that is not as the one under way.
+    fn mark(&self, out: &Coalesced, written: usize) {
+        let progress = &self.parts.progress;
+        let mut next = None;
+        for (seq, end) in &out.ends {
+            if *end <= written {
+                progress.done_through.store(*seq, Ordering::SeqCst);
+            } else {
+                next = Some(*seq);
+                break;
+            }
+        }
+        progress.current.store(next.unwrap_or(0), Ordering::SeqCst);
     }
 
     /// Writes the coalesced frames, keeping the progress exact after every write (a
     /// frame is done once its last byte is in, the one cut short is current), so that
     /// whatever stops the writer, the peer task knows which frames went out whole.
-    async fn flush(&self, w: &mut OwnedWriteHalf, out: &mut Coalesced) -> Result<(), ConnEnd> {
+    async fn flush(&self, out: &mut Coalesced) -> Result<(), ConnEnd> {
         if out.bytes.is_empty() {
             return Ok(());
         }
-        let progress = &self.progress;
-        let Coalesced { bytes, ends } = &*out;
-        if let (Some((first, _)), Some((last, _))) = (ends.first(), ends.last()) {
-            if !progress.start(*first, *last) {
+        if let (Some((first, _)), Some((last, _))) = (out.ends.first(), out.ends.last()) {
+            if !self.parts.progress.start(*first, *last) {
                 out.bytes.clear();
                 out.ends.clear();
                 return Err(ConnEnd::Local);
             }
         }
-        let mut next = 0usize;
-        let mark = |next: usize| {
-            progress
-                .current
-                .store(ends.get(next).map_or(0, |e| e.0), Ordering::SeqCst);
-        };
         let io = async {
             let mut off = 0usize;
-            while let Some(rest) = bytes.get(off..).filter(|r| !r.is_empty()) {
-                let n = w.write(rest).await?;
-                if n == 0 {
-                    return Err(io::Error::from(io::ErrorKind::WriteZero));
-                }
+            while off < out.bytes.len() {
+                let n = write_some(&self.half, out.bytes.get(off..).unwrap_or_default()).await?;
                 off += n;
-                while let Some((seq, _)) = ends.get(next).filter(|(_, end)| *end <= off) {
-                    progress.done_through.store(*seq, Ordering::SeqCst);
-                    next += 1;
-                }
-                mark(next);
+                self.mark(out, off);
             }
             Ok(())
         };
-        let result = match tokio::time::timeout(self.timeout, io).await {
+        let result = match tokio::time::timeout(self.parts.timeout, io).await {
             Err(_) => Err(ConnEnd::WriteStalled),
             Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
             Ok(Ok(())) => Ok(()),
@@ -232,40 +297,148 @@ impl<H: LndHandler> Writer<H> {
         result
     }
 
-    async fn write(
-        &self,
-        w: &mut OwnedWriteHalf,
-        head: &[u8],
-        payload: Option<&[u8]>,
-    ) -> Result<(), ConnEnd> {
-        let io = async {
-            w.write_all(head).await?;
-            if let Some(p) = payload {
-                w.write_all(p).await?;
+    /// One round of writes that never blocks: the small frames at the head of the queue,
+    /// as far as the socket takes them; the rest, or the error, goes to the writer task.
+    /// Whether another round may follow.
+    fn write_round(&self, batch: &mut Vec<WriteItem>) -> bool {
+        if !self.outbox.take_now(batch, COALESCE_BYTES) {
+            return false;
+        }
+        let mut out = Coalesced::default();
+        let mut sent = Vec::with_capacity(batch.len());
+        let mut failed = None;
+        for item in batch.drain(..) {
+            match item {
+                WriteItem::Noop(k) => out.bytes.extend_from_slice(&k.encode()),
+                WriteItem::Lnet {
+                    seq,
+                    header,
+                    payload,
+                } => match self.head(&header) {
+                    Ok(head) => out.push(seq, &head, &payload),
+                    Err(end) => {
+                        failed = Some(end);
+                        break;
+                    }
+                },
             }
-            Ok::<(), io::Error>(())
+        }
+        if failed.is_none() {
+            if let (Some((first, _)), Some((last, _))) = (out.ends.first(), out.ends.last()) {
+                if !self.parts.progress.start(*first, *last) {
+                    // Closed meanwhile: the peer task settles these sends.
+                    self.outbox.release(None, None);
+                    return false;
+                }
+            }
+        }
+        let mut off = 0usize;
+        while failed.is_none() && off < out.bytes.len() {
+            match self
+                .half
+                .try_write(out.bytes.get(off..).unwrap_or_default())
+            {
+                Ok(0) => failed = Some(ConnEnd::WriteFailed(io::ErrorKind::WriteZero.into())),
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => failed = Some(ConnEnd::WriteFailed(e)),
+            }
+        }
+        self.mark(&out, off);
+        sent.extend(
+            out.ends
+                .iter()
+                .take_while(|(_, end)| *end <= off)
+                .map(|(seq, _)| *seq),
+        );
+        let rest = (off < out.bytes.len() && failed.is_none()).then(|| out.split_off_rest(off));
+        self.parts.counts.by_reader(rest.is_some());
+        self.completed(&mut sent);
+        let stop = rest.is_some() || failed.is_some();
+        if self.outbox.release(rest, failed) {
+            if stop {
+                self.outbox.wake.notify_one();
+                return false;
+            }
+            return true;
+        }
+        false
+    }
+}
+
+impl<H: LndHandler> batch::WriteNow for Writer<H> {
+    fn write_now(&self) {
+        let mut batch = Vec::new();
+        for _ in 0..INLINE_ROUNDS {
+            if !self.write_round(&mut batch) {
+                return;
+            }
+        }
+        self.outbox.wake.notify_one();
+    }
+
+    fn hand_off(&self) {
+        self.outbox.hand_off();
+    }
+}
+
+impl<H: LndHandler> ConnQueue for Writer<H> {
+    fn push(&self, item: WriteItem) -> bool {
+        let defer = batch::active();
+        let Some(pushed) = self.outbox.push(item, defer) else {
+            return false;
         };
-        match tokio::time::timeout(self.timeout, io).await {
-            Err(_) => Err(ConnEnd::WriteStalled),
-            Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
-            Ok(Ok(())) => Ok(()),
+        match pushed {
+            Pushed::Queued => {}
+            Pushed::Idle => {
+                let deferred = defer
+                    && self
+                        .me
+                        .upgrade()
+                        .is_some_and(|me| batch::defer(me as Arc<dyn batch::WriteNow>));
+                if !deferred {
+                    self.outbox.hand_off();
+                }
+            }
+        }
+        true
+    }
+
+    fn room(&self) -> usize {
+        self.outbox.room()
+    }
+
+    fn close(&self) {
+        self.outbox.close();
+    }
+}
+
+/// Writes some of `buf` once the socket takes it.
+async fn write_some(half: &OwnedWriteHalf, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        half.writable().await?;
+        match half.try_write(buf) {
+            Ok(0) if !buf.is_empty() => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
         }
     }
 }
 
-/// Small frames waiting to be written together, with where each LNET frame ends.
-#[derive(Debug, Default)]
-struct Coalesced {
-    bytes: Vec<u8>,
-    /// The send number of each LNET frame in `bytes` and the offset just past its end.
-    ends: Vec<(u64, usize)>,
-}
-
-impl Coalesced {
-    fn push(&mut self, seq: u64, head: &[u8], payload: &[u8]) {
-        self.bytes.extend_from_slice(head);
-        self.bytes.extend_from_slice(payload);
-        self.ends.push((seq, self.bytes.len()));
+/// Writes all of `buf` within `timeout`.
+async fn write_all(half: &OwnedWriteHalf, buf: &[u8], timeout: Duration) -> Result<(), ConnEnd> {
+    let io = async {
+        let mut off = 0;
+        while off < buf.len() {
+            off += write_some(half, buf.get(off..).unwrap_or_default()).await?;
+        }
+        Ok::<(), io::Error>(())
+    };
+    match tokio::time::timeout(timeout, io).await {
+        Err(_) => Err(ConnEnd::WriteStalled),
+        Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
+        Ok(Ok(())) => Ok(()),
     }
 }
 
@@ -310,7 +483,8 @@ pub(crate) struct Reader<H> {
 impl<H: LndHandler> Reader<H> {
     /// Reads frames until the connection ends, then tells the peer task why.
     pub(crate) async fn run(self, mut r: OwnedReadHalf) {
-        let end = self.read_frames(&mut r).await;
+        // Frames forwarded from what this reader reads are written by it (see `batch`).
+        let end = batch::Batched::new(self.read_frames(&mut r)).await;
         let _ = self
             .peer
             .send(PeerCmd::Closed {
@@ -344,6 +518,8 @@ impl<H: LndHandler> Reader<H> {
             if !d.is_mid_message() {
                 deadline = None;
             }
+            // What the frames read so far queued on other connections goes out now.
+            batch::flush();
             let read = self.read_some(r, &mut d, deadline).await;
             match read {
                 Err(end) => return end,

@@ -29,4 +29,4 @@ pub mod wire;
 
 pub use config::{Cpts, SockLndConfig};
 pub use ni::{SockLnd, StartError};
-pub use stats::{CloseReason, NiStats, PeerStats};
+pub use stats::{CloseReason, NiStats, PeerStats, WriteCounts};

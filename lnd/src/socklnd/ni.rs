@@ -17,7 +17,7 @@ use super::handshake::{self, HandshakeError, PassiveDecision};
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::Pushed;
 use super::peer::{NiShared, PeerHandle, Peers};
-use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats};
+use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
@@ -72,7 +72,9 @@ impl<H: LndHandler> SockLnd<H> {
     /// A snapshot of the NI's counters: connections and connection attempts ended, by
     /// reason.
     pub fn stats(&self) -> NiStats {
-        self.shared.closes.snapshot()
+        let mut stats = self.shared.closes.snapshot();
+        stats.writes = self.shared.writes.snapshot();
+        stats
     }
 
     /// A snapshot of peer `nid` (pid 12345), if the NI has heard of it.
@@ -146,6 +148,7 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             stop: stop_rx,
             peers: Mutex::new(Peers::default()),
             closes: CloseCounters::default(),
+            writes: Arc::new(WriteCounters::default()),
         });
         let listener = listener.map(|l| tokio::spawn(accept_loop(shared.clone(), l)));
         tracing::info!(nid = %shared.me.nid, listen = ?local_addr, "socklnd: NI up");

@@ -27,10 +27,10 @@ pub(crate) mod tx;
 
 use super::config::SockLndConfig;
 use super::conn::end::ConnEnd;
-use super::conn::{LastAlive, Reader, WriteItem, Writer, WriterProgress};
+use super::conn::{LastAlive, Reader, WriteItem, Writer, WriterParts, WriterProgress};
 use super::handshake::{self, ConnectError, Established, PassiveContext, PassiveDecision};
 use super::placement::{self, Candidate, Traffic};
-use super::stats::{CloseCounters, CloseReason, PeerStats};
+use super::stats::{CloseCounters, CloseReason, PeerStats, WriteCounters};
 use super::status::TxFailure;
 use super::wire::{lnet_frame_len, ByteOrder, ConnType, KsockHeader, ProtoVersion};
 use crate::lnd::LndHandler;
@@ -60,6 +60,8 @@ pub(crate) struct NiShared<H> {
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) peers: Mutex<Peers>,
     pub(crate) closes: CloseCounters,
+    /// Rounds of writes by who wrote them, shared with the connections' writers.
+    pub(crate) writes: Arc<WriteCounters>,
 }
 
 /// The peers of an NI.
@@ -380,20 +382,24 @@ impl<H: LndHandler> PeerTask<H> {
         let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&ka);
         let (r, w) = stream.into_split();
         let peer_credits = usize::try_from(cfg.effective_peer_credits()).unwrap_or(1);
-        let (wtx, wrx) = mpsc::channel(peer_credits + tx::NOOP_ROOM);
         let progress = Arc::new(WriterProgress::default());
         let form = version.header_form();
-        let writer = Writer {
-            conn: id,
-            form,
-            timeout: cfg.timeout,
-            handler: self.ni.handler.clone(),
-            nid: self.ni.me.nid,
-            peer_id: self.id,
-            peer: self.cmd_tx.clone(),
-            tx: self.tx.clone(),
-            progress: progress.clone(),
-        };
+        let writer = Writer::new(
+            WriterParts {
+                conn: id,
+                form,
+                timeout: cfg.timeout,
+                handler: self.ni.handler.clone(),
+                nid: self.ni.me.nid,
+                peer_id: self.id,
+                peer: self.cmd_tx.clone(),
+                tx: Arc::downgrade(&self.tx),
+                progress: progress.clone(),
+                capacity: peer_credits + tx::NOOP_ROOM,
+                counts: self.ni.writes.clone(),
+            },
+            w,
+        );
         let reader = Reader {
             conn: id,
             handler: self.ni.handler.clone(),
@@ -405,7 +411,7 @@ impl<H: LndHandler> PeerTask<H> {
             peer: self.cmd_tx.clone(),
             alive: self.alive.clone(),
         };
-        let wa = self.tasks.spawn(writer.run(w, wrx));
+        let wa = self.tasks.spawn(writer.clone().run());
         let ra = self.tasks.spawn(reader.run(r));
         self.alive.touch();
         self.refusals = 0;
@@ -426,7 +432,7 @@ impl<H: LndHandler> PeerTask<H> {
             queued_bytes: 0,
             last_used: 0,
         };
-        self.tx.lock().add_conn(id, wtx, cand);
+        self.tx.lock().add_conn(id, writer, cand);
     }
 
     fn on_cmd(&mut self, cmd: PeerCmd) {

@@ -175,6 +175,53 @@ pub struct NiStats {
     /// Connections and connection attempts that ended, by reason (reasons never seen are
     /// absent).
     pub closes: BTreeMap<CloseReason, u64>,
+    /// Rounds of writes on the NI's connections, by who wrote them.
+    pub writes: WriteCounts,
+}
+
+/// Rounds of writes on an NI's connections (a round is one or more frames written
+/// together), by who wrote them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct WriteCounts {
+    /// Written by a reader that forwarded the frames, without blocking.
+    pub by_reader: u64,
+    /// Written by the connection's writer task.
+    pub by_writer_task: u64,
+    /// Of those a reader started, rounds the socket did not take whole: the rest went to
+    /// the writer task.
+    pub cut_short: u64,
+}
+
+/// The live write counters of one NI.
+#[derive(Debug, Default)]
+pub(crate) struct WriteCounters {
+    by_reader: AtomicU64,
+    by_writer_task: AtomicU64,
+    cut_short: AtomicU64,
+}
+
+impl WriteCounters {
+    /// A round written by a reader; `cut_short` if the socket did not take all of it.
+    pub(crate) fn by_reader(&self, cut_short: bool) {
+        self.by_reader.fetch_add(1, Ordering::Relaxed);
+        if cut_short {
+            self.cut_short.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A round written by a writer task.
+    pub(crate) fn by_writer_task(&self) {
+        self.by_writer_task.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> WriteCounts {
+        WriteCounts {
+            by_reader: self.by_reader.load(Ordering::Relaxed),
+            by_writer_task: self.by_writer_task.load(Ordering::Relaxed),
+            cut_short: self.cut_short.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl NiStats {
@@ -213,7 +260,10 @@ impl CloseCounters {
             .map(|(r, c)| (*r, c.load(Ordering::Relaxed)))
             .filter(|(_, n)| *n > 0)
             .collect();
-        NiStats { closes }
+        NiStats {
+            closes,
+            writes: WriteCounts::default(),
+        }
     }
 }
 

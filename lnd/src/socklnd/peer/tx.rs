@@ -7,21 +7,24 @@
 //! connection's writer queue (`peer_credits` frames, with room kept for NOOPs).
 //!
 //! Whoever frees what a waiting send needs moves it on at once: a sender that finds a
-//! connection with room hands its frame to that connection's writer itself, and a writer
-//! done with a round of writes completes those sends and dispatches what waits. A send
-//! therefore crosses one hand-off, from its caller to a writer; the peer task is woken
-//! only for what it alone does (opening connections, timing out the queue). The lock is
-//! short, never held across an await, and completions run after it is released.
+//! connection with room queues its frame on that connection itself, and whoever writes a
+//! round of frames (the connection's writer task, or a reader writing what it forwarded,
+//! see `conn::batch`) completes those sends and dispatches what waits. The peer task is
+//! woken only for what it alone does (opening connections, timing out the queue). The
+//! lock is short, never held across an await, and completions run after it is released.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::{HeaderForm, Nid, ProcessId};
-use tokio::sync::{mpsc, Notify};
+use std::sync::Arc;
+
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::lnd::{LndHandler, TxCompletion, TxRequest};
 use crate::socklnd::conn::item::WriteItem;
+use crate::socklnd::conn::queue::ConnQueue;
 use crate::socklnd::placement::{self, Candidate, Traffic};
 use crate::socklnd::status::TxFailure;
 use crate::socklnd::wire::{lnet_frame_len, KsockHeader};
@@ -58,8 +61,8 @@ pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
 
 /// The send state behind the lock.
 pub(crate) struct TxState {
-    /// The writer of each established connection, in the order of `cands`.
-    writers: Vec<(u64, mpsc::Sender<WriteItem>)>,
+    /// The queue of each established connection, in the order of `cands`.
+    writers: Vec<(u64, Arc<dyn ConnQueue>)>,
     /// Each established connection as placement sees it.
     pub(crate) cands: Vec<Candidate>,
     pub(crate) queue: VecDeque<Queued>,
@@ -213,7 +216,7 @@ impl PeerTx {
             let Some((conn, writer)) = st.writers.get(i) else {
                 break;
             };
-            if writer.capacity() <= NOOP_ROOM {
+            if writer.room() <= NOOP_ROOM {
                 break;
             }
             let conn = *conn;
@@ -223,7 +226,7 @@ impl PeerTx {
                 header: head.tx.header,
                 payload: head.tx.payload.clone(),
             };
-            if writer.try_send(item).is_err() {
+            if !writer.push(item) {
                 break;
             }
             let Some(q) = st.queue.pop_front() else {
@@ -251,17 +254,19 @@ impl PeerTx {
 
 impl TxState {
     /// Starts using connection `id`'s writer.
-    pub(crate) fn add_conn(&mut self, id: u64, writer: mpsc::Sender<WriteItem>, cand: Candidate) {
+    pub(crate) fn add_conn(&mut self, id: u64, writer: Arc<dyn ConnQueue>, cand: Candidate) {
         self.writers.push((id, writer));
         self.cands.push(cand);
     }
 
-    /// Stops using connection `id`'s writer; whether it was in use.
+    /// Stops using connection `id`'s writer, which writes nothing more; whether it was
+    /// in use.
     pub(crate) fn remove_conn(&mut self, id: u64) -> bool {
         let Some(pos) = self.writers.iter().position(|(c, _)| *c == id) else {
             return false;
         };
-        self.writers.remove(pos);
+        let (_, writer) = self.writers.remove(pos);
+        writer.close();
         self.cands.remove(pos);
         true
     }
@@ -276,7 +281,7 @@ impl TxState {
         let Some((_, writer)) = self.writers.get(i) else {
             return false;
         };
-        if writer.try_send(item).is_err() {
+        if !writer.push(item) {
             return false;
         }
         self.use_clock += 1;

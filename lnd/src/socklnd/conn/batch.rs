@@ -1,0 +1,237 @@
+//! Writes deferred to the end of a reader's round.
+//!
+//! A reader that forwards what it read queues frames on other connections, often on
+//! another CPT's thread. Waking that connection's writer task for each of them costs a
+//! thread wake-up per message; instead, while a reader runs (inside [`Batched`]), a
+//! connection that needs writing is noted here and written by the reader itself, with
+//! non-blocking writes, before it next reads and when it stops running: every frame it
+//! queued on a connection goes out in one write. What cannot be written without waiting
+//! is left to that connection's writer task ([`WriteNow::hand_off`]).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Most rounds of deferred writes one flush makes: writes complete sends, whose
+/// completions may queue more; past this the writer tasks take over.
+const FLUSH_ROUNDS: usize = 8;
+
+/// A connection that can be written without waiting.
+pub(crate) trait WriteNow: Send + Sync {
+    /// Writes what is queued, as far as the socket takes it without blocking; hands the
+    /// rest to the connection's writer task.
+    fn write_now(&self);
+    /// Hands what is queued to the connection's writer task.
+    fn hand_off(&self);
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Readers running on this thread (nested polls).
+    depth: u32,
+    connections: Vec<Arc<dyn WriteNow>>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+}
+
+/// Whether a reader runs on this thread: a connection that needs writing is then
+/// [`defer`]red rather than its writer task woken.
+pub(crate) fn active() -> bool {
+    PENDING.with(|p| p.try_borrow().is_ok_and(|p| p.depth > 0))
+}
+
+/// Notes `conn` for the next [`flush`] on this thread; false (and nothing noted) when no
+/// reader runs here.
+pub(crate) fn defer(conn: Arc<dyn WriteNow>) -> bool {
+    PENDING.with(|p| match p.try_borrow_mut() {
+        Ok(mut p) if p.depth > 0 => {
+            p.connections.push(conn);
+            true
+        }
+        _ => false,
+    })
+}
+
+/// Writes every connection noted on this thread.
+pub(crate) fn flush() {
+    for _ in 0..FLUSH_ROUNDS {
+        let list = PENDING.with(|p| {
+            p.try_borrow_mut()
+                .map(|mut p| std::mem::take(&mut p.connections))
+                .unwrap_or_default()
+        });
+        if list.is_empty() {
+            return;
+        }
+        for conn in list {
+            conn.write_now();
+        }
+    }
+    let left = PENDING.with(|p| {
+        p.try_borrow_mut()
+            .map(|mut p| std::mem::take(&mut p.connections))
+            .unwrap_or_default()
+    });
+    for conn in left {
+        conn.hand_off();
+    }
+}
+
+/// Counts a running reader on this thread for as long as it lives.
+struct Running;
+
+impl Running {
+    fn enter() -> Running {
+        PENDING.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.depth += 1;
+            }
+        });
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let last = PENDING.with(|p| {
+            p.try_borrow_mut().is_ok_and(|mut p| {
+                p.depth = p.depth.saturating_sub(1);
+                p.depth == 0
+            })
+        });
+        if last {
+            // Writes made while flushing are still deferred, to the next round.
+            let _again = Running::enter_quiet();
+            flush();
+        }
+    }
+}
+
+impl Running {
+    /// Like [`Running::enter`], without flushing when dropped.
+    fn enter_quiet() -> Quiet {
+        PENDING.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.depth += 1;
+            }
+        });
+        Quiet
+    }
+}
+
+/// A running flush: connections written meanwhile are deferred to its next round.
+struct Quiet;
+
+impl Drop for Quiet {
+    fn drop(&mut self) {
+        PENDING.with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                p.depth = p.depth.saturating_sub(1);
+            }
+        });
+    }
+}
+
+/// A reader's future: every poll of it runs as a reader on its thread, and what it
+/// deferred is written before the poll returns.
+pub(crate) struct Batched<F> {
+    inner: Pin<Box<F>>,
+}
+
+impl<F: Future> Batched<F> {
+    /// Runs `inner` as a reader.
+    pub(crate) fn new(inner: F) -> Batched<F> {
+        Batched {
+            inner: Box::pin(inner),
+        }
+    }
+}
+
+impl<F: Future> Future for Batched<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let _running = Running::enter();
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct Counted {
+        written: AtomicUsize,
+        handed: AtomicUsize,
+        requeue: AtomicUsize,
+        me: std::sync::Weak<Counted>,
+    }
+
+    impl WriteNow for Counted {
+        fn write_now(&self) {
+            self.written.fetch_add(1, Ordering::SeqCst);
+            if self.requeue.load(Ordering::SeqCst) > 0 {
+                self.requeue.fetch_sub(1, Ordering::SeqCst);
+                if let Some(me) = self.me.upgrade() {
+                    assert!(defer(me), "a write during a flush is deferred");
+                }
+            }
+        }
+        fn hand_off(&self) {
+            self.handed.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counted(requeue: usize) -> Arc<Counted> {
+        Arc::new_cyclic(|me| Counted {
+            written: AtomicUsize::new(0),
+            handed: AtomicUsize::new(0),
+            requeue: AtomicUsize::new(requeue),
+            me: me.clone(),
+        })
+    }
+
+    #[test]
+    fn nothing_is_deferred_outside_a_reader() {
+        assert!(!active());
+        assert!(!defer(counted(0)));
+    }
+
+    #[test]
+    fn a_reader_poll_writes_what_it_deferred_before_returning() {
+        let c = counted(0);
+        let c2 = c.clone();
+        let fut = Batched::new(async move {
+            assert!(active());
+            assert!(defer(c2.clone()));
+            assert!(defer(c2));
+        });
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut fut = std::pin::pin!(fut);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(c.written.load(Ordering::SeqCst), 2);
+        assert!(!active());
+    }
+
+    #[test]
+    fn writes_that_keep_queueing_are_handed_to_the_writer_task() {
+        let c = counted(usize::MAX);
+        let c2 = c.clone();
+        let fut = Batched::new(async move {
+            defer(c2);
+        });
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut fut = std::pin::pin!(fut);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(c.written.load(Ordering::SeqCst), FLUSH_ROUNDS);
+        assert_eq!(c.handed.load(Ordering::SeqCst), 1);
+        assert!(!active());
+    }
+}

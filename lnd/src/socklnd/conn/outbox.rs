@@ -1,0 +1,361 @@
+//! What waits to be written on one connection, and whose turn it is to write it.
+//!
+//! The queue is shared by the connection's writer task and everyone who queues frames
+//! on it (the peer's send side, under its lock). Exactly one of them writes at a time:
+//! whoever takes the write turn writes what is queued, in order, and looks again before
+//! giving the turn back, so a frame queued while somebody writes is written by them. A
+//! reader forwarding what it read takes the turn itself ([`super::batch`]) and writes
+//! without blocking; what the socket does not take at once (the rest of a frame cut
+//! short, frames with large payloads, a write error to report) is left to the writer
+//! task, which is woken only then, or when nobody else will write.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+
+use super::end::ConnEnd;
+use super::item::WriteItem;
+
+/// Frames taken for one round of writes at most.
+pub(crate) const WRITE_BATCH: usize = 64;
+
+/// Small frames written together, with where each LNET frame ends.
+#[derive(Debug, Default)]
+pub(crate) struct Coalesced {
+    pub(crate) bytes: Vec<u8>,
+    /// The send number of each LNET frame in `bytes` and the offset just past its end.
+    pub(crate) ends: Vec<(u64, usize)>,
+}
+
+impl Coalesced {
+    /// Appends an LNET frame of send number `seq`.
+    pub(crate) fn push(&mut self, seq: u64, head: &[u8], payload: &[u8]) {
+        self.bytes.extend_from_slice(head);
+        self.bytes.extend_from_slice(payload);
+        self.ends.push((seq, self.bytes.len()));
+    }
+
+    /// What is left once the first `written` bytes are out: the frames not yet whole.
+    pub(crate) fn split_off_rest(&mut self, written: usize) -> Coalesced {
+        let bytes = self
+            .bytes
+            .get(written..)
+            .map(<[u8]>::to_vec)
+            .unwrap_or_default();
+        let ends = self
+            .ends
+            .iter()
+            .filter(|(_, end)| *end > written)
+            .map(|(seq, end)| (*seq, end - written))
+            .collect();
+        self.bytes.clear();
+        self.ends.clear();
+        Coalesced { bytes, ends }
+    }
+
+    /// Whether nothing is in it.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+/// What the writer task is to do next.
+pub(crate) enum Round {
+    /// Write the frames put in the batch.
+    Items,
+    /// Write the rest of a write that was cut short.
+    Rest(Coalesced),
+    /// Nothing to do now (or somebody else writes): wait to be woken.
+    Wait,
+    /// Stop: the connection closed, or a write failed (`Some`) and the peer task must hear.
+    Stop(Option<ConnEnd>),
+}
+
+struct State {
+    items: VecDeque<WriteItem>,
+    /// Somebody holds the write turn.
+    writing: bool,
+    /// The rest of a write cut short, for the writer task.
+    rest: Option<Coalesced>,
+    /// A write failed without the writer task: it reports it.
+    failed: Option<ConnEnd>,
+    /// A reader on some thread will write (see [`super::batch`]).
+    deferred: bool,
+    /// The connection closed: nothing is taken or written any more.
+    closed: bool,
+}
+
+/// What [`Outbox::push`] asks of its caller.
+pub(crate) enum Pushed {
+    /// Somebody writes already, or will.
+    Queued,
+    /// Nobody writes: the caller arranges a write (defers it or wakes the writer task).
+    Idle,
+}
+
+/// One connection's queue of frames and its write turn.
+pub(crate) struct Outbox {
+    state: Mutex<State>,
+    /// Wakes the writer task.
+    pub(crate) wake: Notify,
+    capacity: usize,
+}
+
+impl Outbox {
+    /// An empty queue of at most `capacity` frames.
+    pub(crate) fn new(capacity: usize) -> Outbox {
+        Outbox {
+            state: Mutex::new(State {
+                items: VecDeque::with_capacity(capacity),
+                writing: false,
+                rest: None,
+                failed: None,
+                deferred: false,
+                closed: false,
+            }),
+            wake: Notify::new(),
+            capacity,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Nothing under this lock panics; a poisoned lock still holds consistent state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `item`; `defer` says whether the caller can defer a write (then the queue
+    /// counts on it). None when the queue is full or closed (the item is dropped).
+    pub(crate) fn push(&self, item: WriteItem, defer: bool) -> Option<Pushed> {
+        let mut st = self.lock();
+        if st.closed || st.items.len() >= self.capacity {
+            return None;
+        }
+        st.items.push_back(item);
+        if st.writing || st.rest.is_some() || st.failed.is_some() || st.deferred {
+            return Some(Pushed::Queued);
+        }
+        if defer {
+            st.deferred = true;
+        }
+        Some(Pushed::Idle)
+    }
+
+    /// Places left.
+    pub(crate) fn room(&self) -> usize {
+        self.capacity.saturating_sub(self.lock().items.len())
+    }
+
+    /// Closes the queue: what it holds is dropped and the writer task stops.
+    pub(crate) fn close(&self) {
+        {
+            let mut st = self.lock();
+            st.closed = true;
+            st.items.clear();
+            st.rest = None;
+        }
+        self.wake.notify_one();
+    }
+
+    /// Takes the turn for a write that must not block: the small frames at the head of
+    /// the queue (payloads of at most `max_payload` bytes) go into `batch`. False when
+    /// somebody else writes, nothing is queued, or the head is for the writer task (woken
+    /// then).
+    pub(crate) fn take_now(&self, batch: &mut Vec<WriteItem>, max_payload: usize) -> bool {
+        let mut st = self.lock();
+        st.deferred = false;
+        if st.closed || st.writing || st.rest.is_some() || st.failed.is_some() {
+            return false;
+        }
+        while batch.len() < WRITE_BATCH {
+            let small = match st.items.front() {
+                None => break,
+                Some(WriteItem::Noop(_)) => true,
+                Some(WriteItem::Lnet { payload, .. }) => payload.len() <= max_payload,
+            };
+            if !small {
+                break;
+            }
+            if let Some(item) = st.items.pop_front() {
+                batch.push(item);
+            }
+        }
+        if batch.is_empty() {
+            let queued = !st.items.is_empty();
+            drop(st);
+            if queued {
+                self.wake.notify_one();
+            }
+            return false;
+        }
+        st.writing = true;
+        true
+    }
+
+    /// Gives the turn back to the writer task (or to whoever takes it next).
+    pub(crate) fn hand_off(&self) {
+        let queued = {
+            let mut st = self.lock();
+            st.deferred = false;
+            !st.items.is_empty() || st.rest.is_some() || st.failed.is_some()
+        };
+        if queued {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The writer task's next round: frames go into `batch` (its turn taken).
+    pub(crate) fn take_round(&self, batch: &mut Vec<WriteItem>) -> Round {
+        let mut st = self.lock();
+        if let Some(end) = st.failed.take() {
+            return Round::Stop(Some(end));
+        }
+        if st.closed {
+            return Round::Stop(None);
+        }
+        if st.writing {
+            return Round::Wait;
+        }
+        st.deferred = false;
+        if let Some(rest) = st.rest.take() {
+            st.writing = true;
+            return Round::Rest(rest);
+        }
+        if st.items.is_empty() {
+            return Round::Wait;
+        }
+        while batch.len() < WRITE_BATCH {
+            match st.items.pop_front() {
+                Some(item) => batch.push(item),
+                None => break,
+            }
+        }
+        st.writing = true;
+        Round::Items
+    }
+
+    /// Gives the turn back, leaving the writer task `rest` to write or `failed` to report;
+    /// whether something is left to do (then the caller, unless it is the writer task,
+    /// wakes it).
+    pub(crate) fn release(&self, rest: Option<Coalesced>, failed: Option<ConnEnd>) -> bool {
+        let mut st = self.lock();
+        st.writing = false;
+        if st.closed {
+            return false;
+        }
+        if rest.as_ref().is_some_and(|r| !r.is_empty()) {
+            st.rest = rest;
+        }
+        if failed.is_some() {
+            st.failed = failed;
+        }
+        !st.items.is_empty() || st.rest.is_some() || st.failed.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::socklnd::wire::KsockHeader;
+
+    fn nid(s: &str) -> lnet::Nid {
+        s.parse().expect("a NID")
+    }
+
+    fn noop() -> WriteItem {
+        WriteItem::Noop(KsockHeader::keepalive())
+    }
+
+    fn lnet(seq: u64, len: usize) -> WriteItem {
+        WriteItem::Lnet {
+            seq,
+            header: lnet::Header {
+                dest_nid: nid("192.168.1.1@tcp"),
+                src_nid: nid("192.168.1.2@tcp"),
+                dest_pid: lnet::nid::PID_LUSTRE,
+                src_pid: lnet::nid::PID_LUSTRE,
+                payload_length: u32::try_from(len).unwrap_or(u32::MAX),
+                msg: lnet::Message::Ack {
+                    dst_wmd: lnet::WireHandle {
+                        interface_cookie: 1,
+                        object_cookie: 2,
+                    },
+                    match_bits: 3,
+                    mlength: 0,
+                },
+            },
+            payload: bytes::Bytes::from(vec![0u8; len]),
+        }
+    }
+
+    #[test]
+    fn one_writer_at_a_time_and_frames_queued_meanwhile_stay_for_it() {
+        let q = Outbox::new(4);
+        assert!(matches!(q.push(lnet(1, 0), true), Some(Pushed::Idle)));
+        // Already noted for a deferred write: the second push counts on it.
+        assert!(matches!(q.push(lnet(2, 0), true), Some(Pushed::Queued)));
+        let mut batch = Vec::new();
+        assert!(q.take_now(&mut batch, 4096));
+        assert_eq!(batch.len(), 2);
+        // The turn is held: the writer task waits, a new frame is queued for the holder.
+        let mut other = Vec::new();
+        assert!(matches!(q.take_round(&mut other), Round::Wait));
+        assert!(matches!(q.push(noop(), false), Some(Pushed::Queued)));
+        assert!(
+            q.release(None, None),
+            "the frame queued meanwhile is left to do"
+        );
+        assert!(matches!(q.take_round(&mut other), Round::Items));
+        assert_eq!(other.len(), 1);
+        assert!(!q.release(None, None));
+    }
+
+    #[test]
+    fn a_write_cut_short_goes_to_the_writer_task_first() {
+        let q = Outbox::new(4);
+        let _ = q.push(lnet(1, 0), true);
+        let mut batch = Vec::new();
+        assert!(q.take_now(&mut batch, 4096));
+        let mut out = Coalesced::default();
+        out.push(1, &[1, 2, 3], &[4, 5]);
+        out.push(2, &[6], &[]);
+        let rest = out.split_off_rest(2);
+        assert_eq!(rest.bytes, vec![3, 4, 5, 6]);
+        assert_eq!(rest.ends, vec![(1, 3), (2, 4)]);
+        let _ = q.push(lnet(3, 0), false);
+        assert!(q.release(Some(rest), None));
+        // Nobody but the writer task writes until the rest is out.
+        assert!(!q.take_now(&mut Vec::new(), 4096));
+        let mut round = Vec::new();
+        assert!(matches!(q.take_round(&mut round), Round::Rest(r) if r.ends.len() == 2));
+        assert!(round.is_empty());
+    }
+
+    #[test]
+    fn large_payloads_and_failures_are_for_the_writer_task() {
+        let q = Outbox::new(4);
+        let _ = q.push(lnet(1, 8192), true);
+        let mut batch = Vec::new();
+        assert!(!q.take_now(&mut batch, 4096));
+        assert!(matches!(q.take_round(&mut batch), Round::Items));
+        assert!(!q.release(None, None));
+        let _ = q.push(lnet(2, 0), true);
+        assert!(q.take_now(&mut Vec::new(), 4096));
+        assert!(q.release(None, Some(ConnEnd::WriteStalled)));
+        assert!(matches!(
+            q.take_round(&mut Vec::new()),
+            Round::Stop(Some(ConnEnd::WriteStalled))
+        ));
+    }
+
+    #[test]
+    fn a_full_or_closed_queue_gives_the_frame_back() {
+        let q = Outbox::new(1);
+        assert!(q.push(noop(), false).is_some());
+        assert_eq!(q.room(), 0);
+        assert!(q.push(noop(), false).is_none());
+        q.close();
+        assert!(q.push(noop(), false).is_none());
+        assert!(matches!(q.take_round(&mut Vec::new()), Round::Stop(None)));
+    }
+}

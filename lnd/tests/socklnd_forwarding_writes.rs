@@ -1,0 +1,180 @@
+//! A reader that forwards what it reads writes the frames itself, without waking the next
+//! connection's writer task. When the next peer stops reading, what its socket does not
+//! take goes to that writer task; once the peer reads again every frame arrives exactly
+//! once, intact and in order, and every forwarded send completes.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod socklnd_support;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use lnd::socklnd::SockLnd;
+use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnet::health::HealthStatus;
+use lnet::Nid;
+use socklnd_support::*;
+use tokio::sync::{mpsc, Semaphore};
+
+/// Small frames (written by readers), more of them than loopback's socket buffers hold.
+const FRAMES: u32 = 4000;
+const SIZE: usize = 4096;
+
+/// Hands every message it receives to its own NI, for `next`.
+struct Forwarder {
+    next: Nid,
+    lnd: OnceLock<SockLnd<Forwarder>>,
+    done: mpsc::UnboundedSender<TxCompletion>,
+}
+
+impl LndHandler for Forwarder {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        RxDecision::Receive(BytesMut::with_capacity(rx.header.payload_length as usize))
+    }
+
+    async fn on_message(&self, msg: RxMessage) {
+        let Some(lnd) = self.lnd.get() else {
+            return;
+        };
+        let lnet::Message::Put { offset, .. } = msg.header.msg else {
+            return;
+        };
+        let tx = TxRequest {
+            id: TxId(u64::from(offset)),
+            peer: self.next,
+            header: msg.header,
+            payload: msg.payload,
+        };
+        lnd.send(tx).await.unwrap();
+    }
+
+    fn on_send_complete(&self, done: TxCompletion) {
+        let _ = self.done.send(done);
+    }
+}
+
+/// Reads nothing until `gate` gives it a permit per header.
+struct Gated {
+    gate: Arc<Semaphore>,
+    msgs: mpsc::UnboundedSender<RxMessage>,
+}
+
+impl LndHandler for Gated {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        if let Ok(p) = self.gate.acquire().await {
+            p.forget();
+        }
+        RxDecision::Receive(BytesMut::with_capacity(rx.header.payload_length as usize))
+    }
+
+    async fn on_message(&self, msg: RxMessage) {
+        let _ = self.msgs.send(msg);
+    }
+
+    fn on_send_complete(&self, _done: TxCompletion) {}
+}
+
+fn put_number(i: u32, from: Nid, to: Nid) -> TxRequest {
+    let payload = pattern(SIZE, i as u8);
+    let mut header = put(from, to, &payload, false);
+    if let lnet::Message::Put { offset, .. } = &mut header.msg {
+        *offset = i;
+    }
+    TxRequest {
+        id: TxId(u64::from(i)),
+        peer: to,
+        header,
+        payload,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() {
+    let gate = Arc::new(Semaphore::new(0));
+    let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
+    let b = SockLnd::start(
+        config("127.0.0.43", 20019),
+        Arc::new(Gated {
+            gate: gate.clone(),
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    let (done_tx, mut forwarded) = mpsc::unbounded_channel();
+    let forwarder = Arc::new(Forwarder {
+        next: b.nid(),
+        lnd: OnceLock::new(),
+        done: done_tx,
+    });
+    let mut rcfg = config("127.0.0.42", 20019);
+    // Every frame on one connection: their order is kept end to end.
+    rcfg.min_bulk = 2 << 20;
+    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
+    let rn = r.nid();
+    let _ = forwarder.lnd.set(r);
+    let r = forwarder.lnd.get().unwrap();
+    let mut acfg = config("127.0.0.41", 20019);
+    acfg.min_bulk = 2 << 20;
+    let mut a = Node::start(acfg).await;
+    let an = a.nid();
+
+    let send_all = async {
+        for i in 0..FRAMES {
+            a.lnd.send(put_number(i, an, rn)).await.unwrap();
+        }
+    };
+    let deliver = async {
+        // B reads nothing until the forwarder's socket to it is full and a reader's write
+        // was cut short.
+        tokio::time::timeout(WAIT, async {
+            while r.stats().writes.cut_short == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("no reader's write was ever cut short");
+        gate.add_permits(FRAMES as usize);
+        for i in 0..FRAMES {
+            let m = next_unbounded(&mut msgs).await;
+            let lnet::Message::Put { offset, .. } = m.header.msg else {
+                panic!("not a PUT");
+            };
+            assert_eq!(offset, i, "frames out of order");
+            assert_eq!(m.payload, pattern(SIZE, i as u8), "frame {i} damaged");
+        }
+    };
+    tokio::join!(send_all, deliver);
+
+    for _ in 0..FRAMES {
+        let done = tokio::time::timeout(WAIT, forwarded.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.status, HealthStatus::Ok);
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    let writes = r.stats().writes;
+    assert!(writes.by_reader > 0, "{writes:?}");
+    assert!(writes.cut_short > 0, "{writes:?}");
+    // The rest of a write cut short is written by the writer task.
+    assert!(writes.by_writer_task >= writes.cut_short, "{writes:?}");
+    // Nothing else arrived.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(msgs.try_recv().is_err());
+    a.lnd.stop().await;
+    b.stop().await;
+}
+
+async fn next_unbounded<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
+    tokio::time::timeout(WAIT, rx.recv())
+        .await
+        .expect("timed out waiting")
+        .expect("channel closed")
+}
