@@ -125,6 +125,20 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
     let mut a = Node::start(acfg).await;
     let an = a.nid();
 
+    // A first frame sets up every connection (A to the forwarder, the forwarder to B):
+    // with them all up, small frames all take the CONTROL connection, in order.
+    gate.add_permits(1);
+    a.lnd.send(put_number(FRAMES, an, rn)).await.unwrap();
+    let first = next_unbounded(&mut msgs).await;
+    assert!(matches!(first.header.msg, lnet::Message::Put { offset, .. } if offset == FRAMES));
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    assert_eq!(
+        next_unbounded(&mut forwarded).await.status,
+        HealthStatus::Ok
+    );
+    wait_conns(&a.lnd, rn, 3).await;
+    wait_conns(r, b.nid(), 3).await;
+
     let send_all = async {
         for i in 0..FRAMES {
             a.lnd.send(put_number(i, an, rn)).await.unwrap();
@@ -153,11 +167,10 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
     tokio::join!(send_all, deliver);
 
     for _ in 0..FRAMES {
-        let done = tokio::time::timeout(WAIT, forwarded.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(done.status, HealthStatus::Ok);
+        assert_eq!(
+            next_unbounded(&mut forwarded).await.status,
+            HealthStatus::Ok
+        );
         assert_eq!(a.completion().await.status, HealthStatus::Ok);
     }
     let writes = r.stats().writes;

@@ -29,7 +29,6 @@
 //! path from the start: the path never decides anything the actor would decide
 //! differently.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -40,7 +39,7 @@ use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
 use lnet::forward::{ForwardTable, Live};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::mpsc;
 
 use crate::clock::Clock;
@@ -81,13 +80,13 @@ pub(crate) struct ForwardSnapshot {
     /// The route table and local NIs as the decision reads them.
     pub(crate) table: ForwardTable,
     /// The local NIs.
-    pub(crate) nis: HashMap<Nid, Arc<PathNi>>,
+    pub(crate) nis: FxHashMap<Nid, Arc<PathNi>>,
     /// Gateways the actor holds dead: traffic from one revives it, so it takes the
     /// actor's path.
-    pub(crate) dead_gateways: HashSet<Nid>,
+    pub(crate) dead_gateways: FxHashSet<Nid>,
     /// When each local net was last heard from by the forwarding path (milliseconds plus
     /// one), for the net check.
-    pub(crate) heard: HashMap<Net, Arc<AtomicU64>>,
+    pub(crate) heard: FxHashMap<Net, Arc<AtomicU64>>,
 }
 
 /// A message the forwarding path handed to an LND.
@@ -164,7 +163,7 @@ pub(crate) struct ForwardPath {
     /// The peer NIs of known peers, apart from the snapshot (they change often and
     /// there can be many): added one by one, in shards by NID, each behind a lock of its
     /// own that the path only reads.
-    peer_nis: Vec<RwLock<HashMap<Nid, Arc<PathPeerNi>>>>,
+    peer_nis: Vec<RwLock<FxHashMap<Nid, Arc<PathPeerNi>>>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -194,7 +193,9 @@ impl ForwardPath {
     ) -> ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
-            peer_nis: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            peer_nis: (0..SHARDS)
+                .map(|_| RwLock::new(FxHashMap::default()))
+                .collect(),
             pools,
             faults,
             clock,
@@ -214,7 +215,7 @@ impl ForwardPath {
             .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<HashMap<Nid, Arc<PathPeerNi>>>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<FxHashMap<Nid, Arc<PathPeerNi>>>> {
         let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
         self.peer_nis.get(i)
     }

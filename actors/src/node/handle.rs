@@ -87,7 +87,7 @@ impl Node {
         let (adopt_tx, adopt_rx) = mpsc::unbounded_channel();
         let path = Arc::new(ForwardPath::new(pools, faults.clone(), clock, adopt_tx));
         let (policy_tx, policy_rx) = watch::channel(RxPolicy {
-            local: HashSet::new(),
+            local: rustc_hash::FxHashSet::default(),
             routing: config.tunables.routing(),
         });
         let routes = Routes::new(config.router_check, config.net_check);
@@ -136,7 +136,7 @@ impl Node {
                 received: rx_tx,
                 policy: policy_rx,
                 pending: (0..ncpts)
-                    .map(|_| std::sync::Mutex::new(HashMap::new()))
+                    .map(|_| std::sync::Mutex::new(rustc_hash::FxHashMap::default()))
                     .collect(),
                 path,
                 faults: faults.clone(),

@@ -3,7 +3,6 @@
 //! ([`super::fast_path`]) or goes to the actor; other messages and completions go to the
 //! actor on bounded channels, read by it as streams.
 
-use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -13,6 +12,7 @@ use lnd::{lnd::PeerDown, LndHandler, RxDecision, RxHeader, RxMessage, TxCompleti
 use lnet::fault::{Direction, FaultVerdict};
 use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
+use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::{mpsc, watch};
 
 use super::fast_path::{Adopted, ForwardPath};
@@ -22,7 +22,7 @@ use crate::router::{Reservation, Ticket};
 
 /// Buffers granted to messages whose payload is being read, by local NI, peer and pool:
 /// buffers of one pool from one peer are interchangeable.
-type Pending = HashMap<(Nid, Nid, PoolKind), Vec<Ticket>>;
+type Pending = FxHashMap<(Nid, Nid, PoolKind), Vec<Ticket>>;
 
 /// What the LNDs call. A message for another node waits here for a router buffer before
 /// its payload is read, when the node forwards, then takes the forwarding path; the rest
@@ -44,7 +44,7 @@ pub struct NodeHandler {
 /// it forwards.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct RxPolicy {
-    pub(super) local: HashSet<Nid>,
+    pub(super) local: FxHashSet<Nid>,
     pub(super) routing: bool,
 }
 
@@ -117,11 +117,8 @@ impl LndHandler for NodeHandler {
         let ticket = PoolKind::for_payload(msg.header.payload_length).and_then(|pool| {
             let mut pending = self.pending(&msg.from.nid)?;
             let key = (msg.ni, msg.from.nid, pool);
-            let t = pending.get_mut(&key).and_then(Vec::pop);
-            if pending.get(&key).is_some_and(Vec::is_empty) {
-                pending.remove(&key);
-            }
-            t
+            // The entry stays, empty, for the next message (removed when the peer goes down).
+            pending.get_mut(&key).and_then(Vec::pop)
         });
         let inbound = match ticket {
             Some(t) => match self.path.forward(msg, t).await {

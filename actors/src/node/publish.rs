@@ -59,7 +59,7 @@ impl LnetActor {
             udsp: self.config.udsp.clone(),
             numa_range: self.config.tunables.numa_range(),
         };
-        let path_nis: HashMap<Nid, Arc<PathNi>> = self
+        let path_nis: rustc_hash::FxHashMap<Nid, Arc<PathNi>> = self
             .nis
             .iter()
             .map(|(nid, e)| {

@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::BytesMut;
 use lnet::{HeaderForm, ProcessId};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -511,12 +510,15 @@ impl<H: LndHandler> Reader<H> {
                     return end;
                 }
                 if d.stage() == Stage::Payload {
-                    // The payload's time starts once the upper layer has decided.
-                    deadline = Some(Instant::now() + self.timeout);
+                    // The payload's time starts once the upper layer has decided (taken
+                    // below, before the payload is read).
+                    deadline = None;
                 }
             }
             if !d.is_mid_message() {
                 deadline = None;
+            } else if deadline.is_none() {
+                deadline = Some(Instant::now() + self.timeout);
             }
             // What the frames read so far queued on other connections goes out now.
             batch::flush();
@@ -529,12 +531,7 @@ impl<H: LndHandler> Reader<H> {
                         Err(e) => ConnEnd::Deframe(e),
                     }
                 }
-                Ok(_) => {
-                    self.alive.touch();
-                    if deadline.is_none() && d.is_mid_message() {
-                        deadline = Some(Instant::now() + self.timeout);
-                    }
-                }
+                Ok(_) => self.alive.touch(),
             }
         }
     }
@@ -557,13 +554,12 @@ impl<H: LndHandler> Reader<H> {
             } else {
                 d.wanted().clamp(HEADER_READ, READ_CHUNK)
             };
-            let mut buf = BytesMut::with_capacity(want);
-            let n = (&mut *r)
+            // Straight after the bytes the deframer holds: a frame cut by the previous read
+            // is completed in place, without copying what this read brings.
+            (&mut *r)
                 .take(u64::try_from(want).unwrap_or(u64::MAX))
-                .read_buf(&mut buf)
-                .await?;
-            d.feed(buf);
-            Ok(n)
+                .read_buf(d.read_buffer(want))
+                .await
         };
         let result = match deadline {
             Some(at) => match tokio::time::timeout_at(at, io).await {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use lnet::acceptor::RESERVED_PORTS;
 use lnet::{Nid, ProcessId};
+use rustc_hash::FxHashMap;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{oneshot, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -15,8 +16,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
 use super::peer::cmd::PeerCmd;
-use super::peer::tx::Pushed;
-use super::peer::{NiShared, PeerHandle, Peers};
+use super::peer::tx::{PeerTx, Pushed};
+use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
 
@@ -101,7 +102,7 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 
 impl<H: LndHandler> SockLnd<H> {
     /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer.
-    fn accept(&self, tx: &TxRequest) -> Result<PeerHandle, SendError> {
+    fn accept(&self, tx: &TxRequest) -> Result<Arc<PeerTx>, SendError> {
         let ni = self.shared.me.nid;
         let peer = tx.peer;
         if peer.net != ni.net {
@@ -119,7 +120,7 @@ impl<H: LndHandler> SockLnd<H> {
         // Refused now if the header cannot go on the wire (on the stack: no allocation).
         tx.header.encode_nid4().map_err(bad)?;
         self.shared
-            .peer(ProcessId::lustre(peer))
+            .peer_tx(ProcessId::lustre(peer))
             .ok_or(SendError::Stopped { ni })
     }
 }
@@ -167,17 +168,13 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
         let handle = self.accept(&tx)?;
         let ni = self.shared.me.nid;
-        handle
-            .tx
-            .send(tx)
-            .await
-            .map_err(|_| SendError::Stopped { ni })
+        handle.send(tx).await.map_err(|_| SendError::Stopped { ni })
     }
 
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
         let handle = self.accept(&tx).map_err(TryRefused::Refused)?;
         let ni = self.shared.me.nid;
-        match handle.tx.try_send(tx) {
+        match handle.try_send(tx) {
             Pushed::Taken => Ok(()),
             Pushed::Full(tx) => Err(TryRefused::WouldWait(Box::new(tx))),
             Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
@@ -215,7 +212,7 @@ impl<H: LndHandler> Drop for SockLnd<H> {
         }
         if let Ok(mut peers) = self.shared.peers.lock() {
             peers.stopped = true;
-            peers.map = HashMap::new();
+            peers.map = FxHashMap::default();
         }
     }
 }

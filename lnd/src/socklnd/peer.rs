@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lnet::{HeaderForm, ProcessId};
+use rustc_hash::FxHashMap;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle, JoinSet};
@@ -67,7 +68,7 @@ pub(crate) struct NiShared<H> {
 /// The peers of an NI.
 #[derive(Default)]
 pub(crate) struct Peers {
-    pub(crate) map: HashMap<ProcessId, PeerEntry>,
+    pub(crate) map: FxHashMap<ProcessId, PeerEntry>,
     pub(crate) stopped: bool,
 }
 
@@ -86,6 +87,21 @@ pub(crate) struct PeerHandle {
 }
 
 impl<H: LndHandler> NiShared<H> {
+    /// The send side of peer `id`, its task started if there is none; `None` once the NI
+    /// is stopping.
+    pub(crate) fn peer_tx(self: &Arc<Self>, id: ProcessId) -> Option<Arc<PeerTx>> {
+        {
+            let peers = self.peers.lock().ok()?;
+            if peers.stopped {
+                return None;
+            }
+            if let Some(e) = peers.map.get(&id) {
+                return Some(e.tx.clone());
+            }
+        }
+        self.peer(id).map(|handle| handle.tx)
+    }
+
     /// The peer task for `id`, started if there is none; `None` once the NI is stopping.
     pub(crate) fn peer(self: &Arc<Self>, id: ProcessId) -> Option<PeerHandle> {
         let mut peers = self.peers.lock().ok()?;

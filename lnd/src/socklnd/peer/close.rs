@@ -80,12 +80,14 @@ impl<H: LndHandler> PeerTask<H> {
         {
             let mut st = self.tx.lock();
             st.remove_conn(id);
-            let seqs: Vec<u64> = st
+            let mut seqs: Vec<u64> = st
                 .inflight
                 .iter()
                 .filter(|(_, inf)| inf.conn == id)
                 .map(|(seq, _)| *seq)
                 .collect();
+            // In the order they were handed out, which those sent again keep.
+            seqs.sort_unstable();
             let mut back = Vec::new();
             for seq in seqs {
                 let Some(inf) = st.inflight.remove(&seq) else {

@@ -13,10 +13,11 @@
 //! woken only for what it alone does (opening connections, timing out the queue). The
 //! lock is short, never held across an await, and completions run after it is released.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::{HeaderForm, Nid, ProcessId};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -66,7 +67,9 @@ pub(crate) struct TxState {
     /// Each established connection as placement sees it.
     pub(crate) cands: Vec<Candidate>,
     pub(crate) queue: VecDeque<Queued>,
-    pub(crate) inflight: BTreeMap<u64, Inflight>,
+    /// By send number (a hash map: sends complete in about the order they were handed
+    /// out, which would make a B-tree shift its nodes on every removal).
+    pub(crate) inflight: FxHashMap<u64, Inflight>,
     next_seq: u64,
     use_clock: u64,
     /// ZC-ACKs waiting for room on a writer.
@@ -97,7 +100,7 @@ impl PeerTx {
                 writers: Vec::new(),
                 cands: Vec::new(),
                 queue: VecDeque::new(),
-                inflight: BTreeMap::new(),
+                inflight: FxHashMap::default(),
                 next_seq: 1,
                 use_clock: 0,
                 pending_noops: VecDeque::new(),
