@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use lnet::{HeaderForm, ProcessId};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -554,12 +555,15 @@ impl<H: LndHandler> Reader<H> {
             } else {
                 d.wanted().clamp(HEADER_READ, READ_CHUNK)
             };
-            // Straight after the bytes the deframer holds: a frame cut by the previous read
-            // is completed in place, without copying what this read brings.
-            (&mut *r)
+            // A buffer of its own: reading into the deframer's, after what it holds, cost
+            // 1 MiB bulk half its rate.
+            let mut buf = BytesMut::with_capacity(want);
+            let n = (&mut *r)
                 .take(u64::try_from(want).unwrap_or(u64::MAX))
-                .read_buf(d.read_buffer(want))
-                .await
+                .read_buf(&mut buf)
+                .await?;
+            d.feed(buf);
+            Ok(n)
         };
         let result = match deadline {
             Some(at) => match tokio::time::timeout_at(at, io).await {

@@ -430,16 +430,6 @@ impl Deframer {
         }
     }
 
-    /// The buffer to read the next bytes from the socket into, with room for at least
-    /// `want` more after those it holds: the caller appends (as `read_buf` does) and
-    /// changes nothing else. Nothing already held is copied, unless the buffer must
-    /// grow while other pieces of its memory are still in use (then only what it holds
-    /// is). Bytes appended after the deframer has failed are never looked at.
-    pub fn read_buffer(&mut self, want: usize) -> &mut BytesMut {
-        self.buf.reserve(want);
-        &mut self.buf
-    }
-
     /// Adds a buffer received from the socket, without a copy when it directly follows
     /// the bytes already held. Dropped if the deframer has failed.
     pub fn feed(&mut self, data: BytesMut) {

@@ -634,22 +634,6 @@ fn payload_is_split_off_without_a_copy() {
 }
 
 #[test]
-fn bytes_read_into_the_read_buffer_complete_a_cut_frame_in_place() {
-    let bytes = unhex(SPEC_7_3_REPLY);
-    let mut d = Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little);
-    d.read_buffer(1).extend_from_slice(&bytes[..50]);
-    assert_eq!(d.poll(), Ok(None));
-    let buf = d.read_buffer(4096);
-    let at = buf.as_ptr() as usize + buf.len();
-    buf.extend_from_slice(&bytes[50..]);
-    let (_, _, payload) = lnet_event(&d.poll().unwrap().unwrap());
-    assert_eq!(&payload[..], &bytes[96..]);
-    // The payload is where the second read put it: no copy of it.
-    assert_eq!(payload.as_ptr() as usize, at + 46);
-    assert_eq!(d.poll(), Ok(None));
-}
-
-#[test]
 fn active_side_refused_with_none() {
     let mut d = Deframer::new(Side::Active);
     d.push(&unhex(SPEC_7_1_REPLY_NONE));
