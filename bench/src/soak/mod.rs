@@ -19,7 +19,8 @@
 //! for them. At the end: per series, the least-squares slope per minute after the
 //! warm-up, and how every transaction ended. The command fails if a transaction did not
 //! end (response or failure event) within its timeout and `--grace-secs`, if any error
-//! was counted (failure events, refusals, wrong replies, the router's own errors and
+//! was counted (failure events, refusals, wrong replies, PUTs delivered with other bytes
+//! than sent, the router's own errors and
 //! drops, ERROR lines in its log), or if the router process died. It asserts no time and
 //! no rate.
 
@@ -189,7 +190,7 @@ pub struct SoakReport {
     /// The router's own errors.
     pub router: RouterErrors,
     /// Errors in all: the end nodes' (failure events, refusals, wrong replies, hung,
-    /// lost) and the router's (its error and drop counters, ERROR log lines).
+    /// lost, PUTs delivered corrupt) and the router's (its error and drop counters, ERROR log lines).
     pub errors: u64,
     /// Whether the router process was still running at the end.
     pub router_alive: bool,
@@ -785,12 +786,13 @@ pub async fn run(args: SoakArgs) -> Result<SoakReport, BenchError> {
     }
     if errors > 0 {
         failures.push(format!(
-            "{errors} errors: {} failure events, {} refused, {} wrong replies, {} lost, {} hung; router: {} errors, {} drops, {} forward drops, {} ERROR log lines",
+            "{errors} errors: {} failure events, {} refused, {} wrong replies, {} lost, {} hung, {} PUTs delivered corrupt; router: {} errors, {} drops, {} forward drops, {} ERROR log lines",
             transactions.failure,
             transactions.refused,
             transactions.mismatch,
             transactions.lost,
             transactions.hung,
+            transactions.corrupt,
             router_errors.errors,
             router_errors.drops,
             router_errors.forward_drops,
@@ -873,9 +875,11 @@ fn print_summary(r: &SoakReport) {
         );
     }
     println!(
-        "soak: {:.1} MiB PUT, {:.1} MiB got; router: {} errors, {} drops, {} forward drops, {} ERROR and {} WARN log lines",
+        "soak: {:.1} MiB PUT, {:.1} MiB got; {} PUTs delivered ({} corrupt); router: {} errors, {} drops, {} forward drops, {} ERROR and {} WARN log lines",
         mib(t.put_bytes),
         mib(t.get_bytes),
+        t.delivered,
+        t.corrupt,
         r.router.errors,
         r.router.drops,
         r.router.forward_drops,

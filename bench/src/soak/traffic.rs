@@ -55,7 +55,7 @@ pub struct Peer {
     pub far: bool,
 }
 
-/// Every end node's NID, by net, and the router's two NIs.
+/// Every end node's NID, by net.
 #[derive(Debug, Clone)]
 pub struct Plan {
     /// End nodes on tcp.
@@ -121,13 +121,17 @@ pub async fn start_peer(
         .attach(MdSpec {
             portal: PORTAL,
             match_bits: MATCH_BITS,
-            data,
+            data: data.clone(),
             depth: MD_DEPTH,
         })
         .await
         .map_err(|e| node_err(format!("{nid}: MD"), e))?;
     actix::spawn(async move {
         while let Some(m) = rx.recv().await {
+            // Every PUT carries the start of `data`.
+            if data.get(..m.payload.len()) != Some(&m.payload[..]) {
+                tally.corrupt.fetch_add(1, Ordering::Relaxed);
+            }
             tally.delivered.fetch_add(1, Ordering::Relaxed);
             tally.delivered_bytes.fetch_add(
                 u64::try_from(m.payload.len()).unwrap_or(0),
@@ -209,7 +213,7 @@ enum End {
     Failure(String),
     /// The node refused to start it.
     Refused,
-    /// Its response was not what was asked (a REPLY of another length, a bad ping info).
+    /// Its response was not what was asked (a REPLY of other bytes, a bad ping info).
     Mismatch,
     /// Its events stopped without a last one.
     Lost,
@@ -238,6 +242,8 @@ pub struct Tally {
     reasons: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
     /// PUTs the end nodes' MDs received.
     pub delivered: AtomicU64,
+    /// PUTs received whose payload was not the bytes sent.
+    pub corrupt: AtomicU64,
     /// Their payload bytes.
     pub delivered_bytes: AtomicU64,
     put_bytes: AtomicU64,
@@ -292,6 +298,8 @@ pub struct Counts {
     pub get_bytes: u64,
     /// PUTs the end nodes' MDs received.
     pub delivered: u64,
+    /// PUTs received whose payload was not the bytes sent.
+    pub corrupt: u64,
     /// Ticks at which the window was full and nothing was started.
     pub deferred: u64,
     /// Failure events by kind, status and reason.
@@ -387,6 +395,7 @@ impl Tally {
             put_bytes: get(&self.put_bytes),
             get_bytes: get(&self.get_bytes),
             delivered: get(&self.delivered),
+            corrupt: get(&self.corrupt),
             deferred: get(&self.deferred),
             failure_reasons: self
                 .reasons
@@ -399,7 +408,8 @@ impl Tally {
 
 impl Counts {
     /// Transactions that ended otherwise than with their response or a failure event,
-    /// plus the failures: what the soak counts as errors.
+    /// the failures, and PUTs delivered with other bytes than sent: what the soak counts
+    /// as errors.
     pub fn errors(&self) -> u64 {
         [
             self.failure,
@@ -407,6 +417,7 @@ impl Counts {
             self.mismatch,
             self.lost,
             self.hung,
+            self.corrupt,
         ]
         .iter()
         .fold(0u64, |a, b| a.saturating_add(*b))
@@ -517,7 +528,8 @@ async fn one(node: Node, kind: Kind, dest: Nid, data: Bytes, timeout: Duration, 
                 None => End::Lost,
                 Some(e) if !e.status.is_ok() => End::Failure(format!("{:?}", e.status)),
                 Some(e) if e.kind == MsgEventKind::Reply => {
-                    if e.payload.as_ref().map_or(0, Bytes::len) == data.len() {
+                    // The MD answers with the start of the same bytes.
+                    if e.payload.as_ref() == Some(&data) {
                         End::Response
                     } else {
                         End::Mismatch
