@@ -89,6 +89,10 @@ pub struct SoakArgs {
     /// The seed of the traffic mix.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Start only these kinds of transaction, in the mix's proportions among them (to
+    /// tell which traffic a trend follows); default all.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub only: Vec<traffic::Kind>,
     /// The `lnet-router` binary.
     #[arg(long, default_value = "target/release/lnet-router")]
     pub router_bin: PathBuf,
@@ -171,6 +175,8 @@ pub struct SoakReport {
     pub grace_s: u64,
     /// The seed.
     pub seed: u64,
+    /// The kinds of transaction started (empty: all).
+    pub only: Vec<traffic::Kind>,
     /// The router binary.
     pub router_bin: String,
     /// Seconds left out of the trends.
@@ -646,6 +652,7 @@ pub async fn run(args: SoakArgs) -> Result<SoakReport, BenchError> {
                 .wrapping_add(u64::try_from(i).unwrap_or(0)),
             max,
             data: data.clone(),
+            only: args.only.clone(),
         };
         let plan = Arc::clone(&plan);
         let tally = Arc::clone(&tally);
@@ -813,6 +820,7 @@ pub async fn run(args: SoakArgs) -> Result<SoakReport, BenchError> {
         timeout_s: args.timeout,
         grace_s: args.grace_secs,
         seed: args.seed,
+        only: args.only.clone(),
         router_bin: args.router_bin.display().to_string(),
         warmup_s,
         setup_s,
@@ -935,6 +943,7 @@ mod tests {
             grace_secs: 5,
             hosts: 2,
             seed: 1,
+            only: Vec::new(),
             router_bin: PathBuf::from("/nonexistent/lnet-router"),
             port: 25900,
             json: None,

@@ -148,7 +148,7 @@ pub async fn start_peer(
 }
 
 /// What a soak transaction is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// A PUT with an ACK to an end node on the other net.
@@ -488,6 +488,21 @@ pub fn kind(rng: &mut Rng) -> Kind {
     }
 }
 
+/// A kind of the mix among `only` (all when empty), in the mix's proportions among
+/// them.
+pub fn kind_among(rng: &mut Rng, only: &[Kind]) -> Kind {
+    let mut k = kind(rng);
+    // A kind outside `only` is drawn again; 64 draws miss every kind of `only` with a
+    // chance below 0.94^64 (2 %) for the rarest single kind, then its first is taken.
+    for _ in 0..64 {
+        if only.is_empty() || only.contains(&k) {
+            return k;
+        }
+        k = kind(rng);
+    }
+    only.first().copied().unwrap_or(k)
+}
+
 async fn one(node: Node, kind: Kind, dest: Nid, data: Bytes, timeout: Duration, seq: u64) -> End {
     let size = u32::try_from(data.len()).unwrap_or(MAX_SIZE);
     match kind {
@@ -577,6 +592,8 @@ pub struct DriveSpec {
     pub max: u64,
     /// 1 MiB of payload that PUTs take slices of.
     pub data: Bytes,
+    /// The kinds of transaction started (all when empty).
+    pub only: Vec<Kind>,
 }
 
 /// How a driver finished.
@@ -615,7 +632,7 @@ pub async fn drive(
                 let Some(src) = peers.get(rng.index(peers.len())) else {
                     break;
                 };
-                let k = kind(&mut rng);
+                let k = kind_among(&mut rng, &spec.only);
                 let others = plan.other(src.far);
                 let remote = others.get(rng.index(others.len())).copied();
                 let dest = match k {
@@ -689,6 +706,16 @@ mod tests {
         for k in Kind::ALL {
             assert!(ka.contains(&k), "{k:?} missing");
         }
+    }
+
+    #[test]
+    fn a_subset_of_kinds_keeps_to_it() {
+        let mut rng = Rng::new(5);
+        let only = [Kind::Get, Kind::PingPeer];
+        let ks: Vec<Kind> = (0..1000).map(|_| kind_among(&mut rng, &only)).collect();
+        assert!(ks.iter().all(|k| only.contains(k)));
+        assert!(ks.contains(&Kind::Get) && ks.contains(&Kind::PingPeer));
+        assert_eq!(kind_among(&mut rng, &[Kind::Discover]), Kind::Discover);
     }
 
     #[test]
