@@ -997,3 +997,28 @@ async fn router_buffers_resized_while_messages_wait_serve_them_and_lose_nothing(
     .await
     .unwrap();
 }
+
+#[actix::test]
+async fn a_discovery_push_handed_over_by_a_router_is_not_taken_for_the_routers_own() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let t = topology(false, None).await;
+        // B discovers A through R1: B (which does not route) pushes its ping info to A,
+        // and R1 hands the push over on the last hop.
+        let found = t.b.discover(nid(A), Duration::from_secs(5)).await.unwrap();
+        assert!(found.pushed);
+        // A learned B, not a new ping info of its gateway R1: the route stays up.
+        let routes = t.a.routes().await.unwrap();
+        assert_eq!(routes.len(), 1);
+        assert_eq!(routes[0].down, None, "{routes:?}");
+        let r1 = t.a.ping(nid(R1A), Duration::from_secs(5)).await.unwrap();
+        assert_eq!(r1.nids(), vec![(nid(R1A), true), (nid(R1B), true)]);
+        let _rx = t.b.attach(md()).await.unwrap();
+        let events = t.a.put(put_of(B, 16, 1)).await.unwrap().finish().await;
+        let last = events.last().unwrap();
+        assert_eq!(last.kind, MsgEventKind::Ack, "{events:?}");
+        assert!(last.status.is_ok(), "{events:?}");
+    })
+    .await
+    .unwrap();
+}

@@ -12,6 +12,9 @@
 //!   a failure (a gateway NI's link down, a router process killed, a silent far net) to the
 //!   first PUT that arrives through the other router, and back after the repair, with the
 //!   PUTs that failed and the duplicates delivered.
+//! * [`soak`]: `lnet-bench soak`: one `lnet-router run` process, many end nodes on two
+//!   nets with mixed PUTs, GETs, pings and discovery for minutes; the router's RSS,
+//!   descriptors and threads sampled, their slopes, and how every transaction ended.
 //! * [`fastpath`]: the per-message work of forwarding (deframe and decode, route decision,
 //!   router buffer, encode) as a plain loop, for an instruction count under callgrind.
 //!
@@ -23,6 +26,7 @@ pub mod fastpath;
 pub mod load;
 pub mod relay;
 pub mod selftest;
+pub mod soak;
 pub mod topo;
 pub mod wire;
 
@@ -60,6 +64,10 @@ pub enum BenchError {
     /// A bad argument.
     #[error("{0}")]
     Usage(String),
+    /// A run that measured what it should not have (a soak's hung transaction, an error,
+    /// a router that died).
+    #[error("check failed: {0}")]
+    Check(String),
 }
 
 /// Writes `value` as pretty JSON to `path` ("-": standard output), creating the parent

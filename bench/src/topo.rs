@@ -142,7 +142,8 @@ pub fn nid_at(ip: Ipv4Addr, net_name: &str) -> Result<Nid, BenchError> {
 
 static INCARNATION: AtomicU64 = AtomicU64::new(1);
 
-fn incarnation() -> u64 {
+/// An incarnation for a new NI: this process's id and a counter.
+pub fn incarnation() -> u64 {
     (u64::from(std::process::id()) << 32) | INCARNATION.fetch_add(1, Ordering::Relaxed)
 }
 

@@ -113,8 +113,12 @@ impl LnetActor {
                     if fresh {
                         match PingInfo::decode_validated(&rx.payload, INTERFACES_MAX_DEFAULT) {
                             Ok(info) => {
-                                self.gateway_info(&info, from, RouteCause::Push);
-                                self.learn(info, from);
+                                // The pusher is the header's source: a routed push is
+                                // handed over by a router (`from`), whose own ping info
+                                // this is not.
+                                let origin = h.src_nid;
+                                self.gateway_info(&info, origin, RouteCause::Push);
+                                self.learn(info, origin);
                             }
                             Err(e) => tracing::debug!(%from, %e, "bad push"),
                         }

@@ -4,6 +4,8 @@
 //! * `lnet-bench compare [--quick] ...`: the router against a plain TCP relay and against
 //!   a direct connection, with the ratios, written as JSON;
 //! * `lnet-bench failover ...`: failover and recovery times with two routers;
+//! * `lnet-bench soak ...`: one router process under mixed load from many end nodes for
+//!   minutes: RSS, descriptors and threads sampled, their slopes, every transaction ended;
 //! * `lnet-bench wire [--quick] ...`: the `lnet-router` process against a splice relay
 //!   and a direct connection, with end nodes that cannot be the bottleneck.
 
@@ -13,6 +15,7 @@ use std::process::ExitCode;
 use bench::compare::CompareArgs;
 use bench::failover::FailoverArgs;
 use bench::selftest::SelftestArgs;
+use bench::soak::SoakArgs;
 use bench::wire::relay::RelayArgs;
 use bench::wire::WireArgs;
 use bench::BenchError;
@@ -37,6 +40,9 @@ enum Cmd {
     Compare(CompareArgs),
     /// Failover and recovery times with two routers between two end nodes.
     Failover(FailoverArgs),
+    /// One router process under mixed load from many end nodes for minutes: its RSS,
+    /// descriptors and threads sampled, every transaction ended.
+    Soak(SoakArgs),
     /// The router process against a splice relay and a direct connection, with minimal
     /// synchronous socklnd end nodes (rate, bulk, latency, CPU per message).
     Wire(WireArgs),
@@ -76,6 +82,10 @@ fn main() -> ExitCode {
                 system.block_on(bench::compare::run(args)).map(|_| ()),
                 "compare",
             )
+        }
+        Cmd::Soak(args) => {
+            let system = actix::System::new();
+            exit(system.block_on(bench::soak::run(args)).map(|_| ()), "soak")
         }
         Cmd::Wire(args) => exit(bench::wire::run(args).map(|_| ()), "wire"),
         Cmd::WireRelay(args) => exit(bench::wire::relay::run(args), "wire-relay"),

@@ -126,3 +126,30 @@ pub fn clock_ticks() -> u64 {
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     u64::try_from(t).ok().filter(|t| *t > 0).unwrap_or(100)
 }
+
+/// Raises this process's soft limit of open files to its hard limit (children inherit
+/// it); returns the soft limit now in force.
+pub fn raise_fd_limit() -> io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit structure, which `lim` is.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let want = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit structure, which `want` is.
+        let rc = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        lim = want;
+    }
+    Ok(lim.rlim_cur)
+}
