@@ -24,12 +24,12 @@
 //! drops, ERROR lines in its log), or if the router process died. It asserts no time and
 //! no rate.
 
+mod router;
 pub mod sample;
 pub mod traffic;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ use tokio::time::Instant;
 
 use crate::topo::{nid_at, Host};
 use crate::{write_json, BenchError};
+use router::{router_yaml, RouterProcess};
 use sample::{ProcSample, RouterMetrics, Trend};
 use traffic::{Counts, DriveEnd, DriveSpec, Peer, Plan, Tally};
 
@@ -204,111 +205,6 @@ pub struct SoakReport {
     pub failures: Vec<String>,
     /// `/proc/loadavg` at the start and at the end.
     pub loadavg: [String; 2],
-}
-
-/// The router process; killed when dropped.
-struct RouterProcess {
-    child: Child,
-}
-
-impl RouterProcess {
-    /// Starts `bin run --config CONFIG --metrics-listen METRICS`, its standard output
-    /// to `out` and its log to `log`.
-    fn start(
-        bin: &Path,
-        config: &Path,
-        metrics: SocketAddr,
-        out: &Path,
-        log: &Path,
-    ) -> Result<Self, BenchError> {
-        let create = |p: &Path| {
-            std::fs::File::create(p).map_err(|source| BenchError::Io {
-                what: format!("create {}", p.display()),
-                source,
-            })
-        };
-        let (out, err) = (create(out)?, create(log)?);
-        let child = Command::new(bin)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .arg("--metrics-listen")
-            .arg(metrics.to_string())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|source| BenchError::Io {
-                what: format!("start {}", bin.display()),
-                source,
-            })?;
-        Ok(RouterProcess { child })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Whether it still runs.
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits (at most `bound`) until its standard output in `out` says that each of
-    /// `nis` and the metrics listener listen; reading the output rather than connecting
-    /// keeps the router's log free of refused probes.
-    async fn wait_ready(
-        &mut self,
-        out: &Path,
-        nis: &[Nid],
-        bound: Duration,
-    ) -> Result<(), BenchError> {
-        let end = Instant::now() + bound;
-        loop {
-            let text = std::fs::read_to_string(out).unwrap_or_default();
-            let ready = text.contains("lnet-router: metrics listening on")
-                && nis
-                    .iter()
-                    .all(|n| text.contains(&format!("lnet-router: NI {n} listening on")));
-            if ready {
-                return Ok(());
-            }
-            if !self.alive() {
-                return Err(BenchError::Setup(format!("the router exited: {text}")));
-            }
-            if Instant::now() >= end {
-                return Err(BenchError::Timeout(format!(
-                    "the router is not ready: {text}"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for RouterProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn router_yaml(tcp: Nid, tcp1: Nid, port: u16) -> String {
-    format!(
-        "net:
-    - net type: tcp
-      local NI(s):
-        - nid: {tcp}
-    - net type: tcp1
-      local NI(s):
-        - nid: {tcp1}
-routing:
-    enable: 1
-lnet-router:
-    acceptor_port: {port}
-"
-    )
 }
 
 /// The address of end node `i` of a net whose second octet is `net_octet` (the router
