@@ -523,6 +523,8 @@ impl<H: LndHandler> Reader<H> {
             }
             // What the frames read so far queued on other connections goes out now.
             batch::flush();
+            // An idle connection keeps no read buffer.
+            d.release_empty_buffer();
             let read = self.read_some(r, &mut d, deadline).await;
             match read {
                 Err(end) => return end,

@@ -430,6 +430,16 @@ impl Deframer {
         }
     }
 
+    /// Gives back the memory behind an empty buffer. Once every byte of a read is taken,
+    /// the buffer still holds the rest of that read's allocation, up to a read's size,
+    /// for as long as the connection waits for its next bytes; the next read comes in a
+    /// buffer of its own anyway ([`Deframer::feed`]).
+    pub fn release_empty_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = BytesMut::new();
+        }
+    }
+
     /// Adds a buffer received from the socket, without a copy when it directly follows
     /// the bytes already held. Dropped if the deframer has failed.
     pub fn feed(&mut self, data: BytesMut) {

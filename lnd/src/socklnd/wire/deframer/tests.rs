@@ -634,6 +634,26 @@ fn payload_is_split_off_without_a_copy() {
 }
 
 #[test]
+fn an_empty_buffer_gives_its_memory_back_and_a_partial_frame_is_kept() {
+    let bytes = unhex(SPEC_7_3_REPLY);
+    let mut d = Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little);
+    let mut chunk = BytesMut::with_capacity(64 * 1024);
+    chunk.extend_from_slice(&bytes);
+    d.feed(chunk);
+    let (_, _, payload) = lnet_event(&d.poll().unwrap().unwrap());
+    assert_eq!(&payload[..], &bytes[96..]);
+    d.release_empty_buffer();
+    assert_eq!(d.buf.capacity(), 0);
+    // Part of a frame stays where it is.
+    d.push(&bytes[..50]);
+    d.release_empty_buffer();
+    assert_eq!(d.poll(), Ok(None));
+    d.push(&bytes[50..]);
+    let (_, _, again) = lnet_event(&d.poll().unwrap().unwrap());
+    assert_eq!(again, payload);
+}
+
+#[test]
 fn active_side_refused_with_none() {
     let mut d = Deframer::new(Side::Active);
     d.push(&unhex(SPEC_7_1_REPLY_NONE));
