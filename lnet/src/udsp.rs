@@ -181,6 +181,8 @@ struct Compiled {
 pub struct UdspPolicy {
     rules: Vec<Compiled>,
     notes: Vec<UdspNote>,
+    /// The rules as given, in list order (what `udsp show` prints).
+    source: Vec<UdspRule>,
 }
 
 fn expr(index: usize, field: &'static str, text: &str) -> Result<NidExpr, UdspError> {
@@ -266,7 +268,17 @@ impl UdspPolicy {
             }
             out.push(Compiled { index, rule });
         }
-        Ok(UdspPolicy { rules: out, notes })
+        Ok(UdspPolicy {
+            rules: out,
+            notes,
+            source: rules.to_vec(),
+        })
+    }
+
+    /// The rules as they were given, in list order (merged rules included), as `lnetctl
+    /// udsp show` lists them.
+    pub fn source_rules(&self) -> &[UdspRule] {
+        &self.source
     }
 
     /// Whether there are no rules.

@@ -970,6 +970,36 @@ fn add_udsp_appends_or_inserts_and_numbers_rules_by_position() {
 }
 
 #[test]
+fn set_udsp_rules_replaces_the_list_and_survives_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let store = Store::open(&path).unwrap();
+    for s in ["a", "b", "c"] {
+        store.add_udsp(&udsp(s, 1)).unwrap();
+    }
+    store
+        .set_udsp_rules(&[udsp("tcp9", 4), udsp("tcp8", 5)])
+        .unwrap();
+    drop(store);
+    let store = Store::open(&path).unwrap();
+    let got: Vec<(Option<u32>, String, Option<u32>)> = store
+        .udsp_rules()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.idx, r.src.unwrap(), r.priority))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(0), "tcp9".to_owned(), Some(4)),
+            (Some(1), "tcp8".to_owned(), Some(5))
+        ]
+    );
+    store.set_udsp_rules(&[]).unwrap();
+    assert!(store.udsp_rules().unwrap().is_empty());
+}
+
+#[test]
 fn delete_udsp_moves_the_later_rules_up() {
     let (_dir, store) = fresh();
     for s in ["a", "b", "c", "d"] {

@@ -80,4 +80,30 @@ impl Store {
         // Moves write positions below `last`, so removing `last` never undoes one.
         self.trees.commit(set)
     }
+
+    /// Replaces the UDSP rules with `rules`, in list order (positions 0, 1, ...), in one
+    /// write: what `lnetctl udsp add|del` leaves on the running node.
+    pub fn set_udsp_rules(&self, rules: &[UdspRule]) -> Result<(), StoreError> {
+        let _guard = self.lock();
+        let old = self.trees.scan_raw(TreeId::Udsp)?;
+        let mut set = WriteSet::new();
+        for (k, _) in &old {
+            let idx = decode_key(TreeId::Udsp, k, keys::decode_u32)?;
+            if usize::try_from(idx).map_or(true, |i| i >= rules.len()) {
+                set.remove(TreeId::Udsp, k);
+            }
+        }
+        for (i, rule) in rules.iter().enumerate() {
+            let idx = u32::try_from(i).map_err(|_| StoreError::InvalidArgument {
+                what: "udsp",
+                reason: "more than 2^32 rules".to_owned(),
+            })?;
+            set.put(
+                TreeId::Udsp,
+                &keys::u32_key(idx),
+                &UdspRecord::from_model(rule),
+            )?;
+        }
+        self.trees.commit(set)
+    }
 }
