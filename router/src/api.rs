@@ -489,6 +489,10 @@ impl ConfigStore for StoreConfig {
         self.0.set_draining(draining).map_err(kept)
     }
 
+    fn set_udsp(&self, rules: &[lnet::config::UdspRule]) -> Result<(), SinkError> {
+        self.0.set_udsp_rules(rules).map_err(kept)
+    }
+
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError> {
         let id = u32::try_from(id.0).map_err(|_| SinkError::Refused {
             reason: format!("fault rule id {} is over the store's ids", id.0),

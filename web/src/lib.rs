@@ -66,6 +66,7 @@ pub use api::routing::{
 };
 pub use api::stats::Counters;
 pub use api::tokens::{TokenCreate, TokenCreated, TokenList, WhoAmI};
+pub use api::udsp::{UdspAdd, UdspDeleted, UdspList, UdspRuleDoc};
 pub use auth::{
     new_secret, MemoryTokens, Role, TokenEntry, TokenError, TokenIdentity, TokenVerifier,
 };

@@ -3,6 +3,7 @@
 //! acknowledged only once it is kept; when keeping it fails, the node's change is undone
 //! and the request fails.
 
+use lnet::config::UdspRule;
 use lnet::fault::{FaultRule, RuleId};
 use lnet::route::RouteSpec;
 use lnet::tunables::TunableName;
@@ -28,6 +29,8 @@ pub trait ConfigStore: Send + Sync + 'static {
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError>;
     /// Fault rule `id` of local NI `ni` was removed.
     fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError>;
+    /// The UDSP rules are now `rules`, in list order (`lnetctl udsp add|del`).
+    fn set_udsp(&self, rules: &[UdspRule]) -> Result<(), SinkError>;
     /// The router started draining (`true`) or its drain ended.
     fn set_draining(&self, draining: bool) -> Result<(), SinkError>;
 }

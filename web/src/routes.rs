@@ -86,6 +86,12 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         ))
         .routes(routes!(api::routing::drain))
         .routes(routes!(api::routing::set_buffers))
+        .routes(routes!(
+            api::udsp::list_udsp,
+            api::udsp::add_udsp,
+            api::udsp::delete_all_udsp
+        ))
+        .routes(routes!(api::udsp::delete_udsp))
         .routes(routes!(api::tokens::list_tokens, api::tokens::create_token))
         .routes(routes!(api::tokens::revoke_token))
         .routes(routes!(api::tokens::whoami))

@@ -314,6 +314,7 @@ async fn launch(
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
             config: ctx.config,
+            udsp: tokio::sync::Mutex::new(()),
             guard: Arc::clone(&guard),
             throttle: AuthThrottle::default(),
             streams: Arc::new(Semaphore::new(config.max_event_streams)),

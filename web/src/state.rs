@@ -34,6 +34,9 @@ pub(crate) struct Shared {
     pub(crate) feeding: Arc<AtomicBool>,
     /// The OpenAPI document, as JSON.
     pub(crate) openapi: String,
+    /// Held while the UDSP rules change: each change reads the list, changes it and puts
+    /// it back whole.
+    pub(crate) udsp: tokio::sync::Mutex<()>,
     /// Where configuration changes are kept, if anywhere.
     pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
     /// The refusal counters.

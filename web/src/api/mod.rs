@@ -17,6 +17,7 @@ pub(crate) mod routes;
 pub(crate) mod routing;
 pub(crate) mod stats;
 pub(crate) mod tokens;
+pub(crate) mod udsp;
 
 /// The tag of the read-only documents.
 pub(crate) const TAG_SHOW: &str = "show";
