@@ -222,6 +222,9 @@ impl From<actors::NodeError> for ApiError {
                 ApiError::not_found("primary_nid", format!("no peer with primary NID {nid}"))
             }
             N::PeerBusy { .. } => ApiError::conflict("primary_nid", e.to_string()),
+            N::BadPeer {
+                reason: actors::BadPeerReason::NidTaken { .. },
+            } => ApiError::conflict("nids", e.to_string()),
             N::BadPeer { reason } => ApiError::unprocessable("nids", reason.to_string()),
             N::NiExists { nid } => ApiError::conflict("nid", format!("NI {nid} exists already")),
             N::Busy { max } => conflict(format!("too many messages in flight ({max}); try again")),
@@ -366,6 +369,15 @@ mod tests {
                     reason: actors::BadPeerReason::NoUsableNid,
                 },
                 StatusCode::UNPROCESSABLE_ENTITY,
+            ),
+            (
+                N::BadPeer {
+                    reason: actors::BadPeerReason::NidTaken {
+                        nid,
+                        owner: "10.0.0.2@tcp".parse().unwrap(),
+                    },
+                },
+                StatusCode::CONFLICT,
             ),
             (N::Busy { max: 8 }, StatusCode::CONFLICT),
             (N::Stopped, StatusCode::SERVICE_UNAVAILABLE),

@@ -28,30 +28,35 @@ pub(crate) async fn get_peers(
     Ok(Json(s.shared.node.peer_show().await?))
 }
 
-/// A peer to add (`lnetctl peer add --prim_nid NID --nid NID,... [--non_mr]`); an existing
-/// peer with this primary NID is replaced.
+/// A peer to add (`lnetctl peer add --prim_nid NID --nid NID,... [--non_mr]`): a new peer
+/// is created; the NIDs of a peer that exists with this primary NID are added to it.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerAdd {
     /// The primary NID.
     #[schema(example = "10.0.1.1@tcp")]
     pub primary_nid: String,
-    /// Its other NIDs (the primary NID is added when missing).
+    /// NIDs to add (the primary NID is added when missing).
     #[serde(default)]
     pub nids: Vec<String>,
-    /// Whether it is Multi-Rail (default true).
+    /// Whether it is Multi-Rail (default true). A configured peer keeps its flag: asking
+    /// for the other one is refused, as the kernel refuses it.
     pub multi_rail: Option<bool>,
 }
 
-/// Adds (or replaces) a peer.
+/// Creates a peer, or adds NIDs to the peer that has this primary NID
+/// (`lnetctl peer add`). A NID another configured peer has is refused (409), as the kernel
+/// refuses it with EEXIST.
 #[utoipa::path(post, path = "/api/v1/peers", tag = TAG_CHANGE,
     security(("bearer" = [])),
     request_body = PeerAdd,
     responses(
-        (status = 201, description = "The peer as `peer show` shows it", body = lnet::show::ShowPeer),
+        (status = 200, description = "NIDs added to an existing peer: the peer as `peer show` shows it", body = lnet::show::ShowPeer),
+        (status = 201, description = "A new peer, as `peer show` shows it", body = lnet::show::ShowPeer),
         (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 409, description = "A NID of another configured peer, or the other Multi-Rail flag for a configured peer", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
         (status = 422, description = "A NID of this node, or a bad field", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
@@ -62,21 +67,47 @@ pub(crate) async fn add_peer(
     Body(req): Body<PeerAdd>,
 ) -> Result<(StatusCode, Json<lnet::show::ShowPeer>), ApiError> {
     let primary = parse_nid("primary_nid", &req.primary_nid)?;
-    let mut nids = vec![primary];
+    let mut added = vec![primary];
     for (i, text) in req.nids.iter().enumerate() {
         let nid = parse_nid(&format!("nids[{i}]"), text)?;
-        if !nids.contains(&nid) {
-            nids.push(nid);
+        if !added.contains(&nid) {
+            added.push(nid);
         }
     }
-    if nids.iter().any(|n| n.net == Net::LO) {
+    if added.iter().any(|n| n.net == Net::LO) {
         return Err(ApiError::unprocessable(
             "nids",
             "a peer has no NID on the loopback net",
         ));
     }
-    let multi_rail = req.multi_rail.unwrap_or(true);
     let node = &s.shared.node;
+    let existing = node
+        .peers()
+        .await?
+        .into_iter()
+        .find(|p| p.primary == primary);
+    let (nids, multi_rail) = match &existing {
+        Some(p) => {
+            let multi_rail = req.multi_rail.unwrap_or(p.multi_rail);
+            if p.configured && multi_rail != p.multi_rail {
+                return Err(ApiError::conflict(
+                    "multi_rail",
+                    format!(
+                        "peer {primary} is configured {}Multi-Rail; its flag is not changed by adding NIDs",
+                        if p.multi_rail { "" } else { "non-" }
+                    ),
+                ));
+            }
+            let mut nids: Vec<Nid> = p.nids.iter().map(|(n, _)| *n).collect();
+            for n in &added {
+                if !nids.contains(n) {
+                    nids.push(*n);
+                }
+            }
+            (nids, multi_rail)
+        }
+        None => (added.clone(), req.multi_rail.unwrap_or(true)),
+    };
     node.add_peer(primary, nids.clone(), multi_rail).await?;
     if let Some(store) = &s.shared.config {
         store
@@ -94,14 +125,19 @@ pub(crate) async fn add_peer(
             field: Some("primary_nid".into()),
             message: format!("peer {primary} was replaced while it was added"),
         })?;
-    let list: Vec<String> = nids.iter().map(Nid::to_string).collect();
+    let list: Vec<String> = added.iter().map(Nid::to_string).collect();
+    let (status, action) = if existing.is_some() {
+        (StatusCode::OK, "add_peer_nids")
+    } else {
+        (StatusCode::CREATED, "add_peer")
+    };
     s.admin_event(
         &admin.0,
-        "add_peer",
+        action,
         Some(primary.to_string()),
         format!("nids={} multi_rail={multi_rail}", list.join(",")),
     );
-    Ok((StatusCode::CREATED, Json(doc)))
+    Ok((status, Json(doc)))
 }
 
 /// What a peer deletion removed.
