@@ -59,6 +59,7 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
         .routes(routes!(api::peers::get_peers, api::peers::add_peer))
         .routes(routes!(api::peers::delete_peer))
         .routes(routes!(api::peers::delete_peer_nid))
+        .routes(routes!(api::peer_debug::debug_peer))
         .routes(routes!(api::stats::get_stats))
         .routes(routes!(api::stats::reset_stats))
         .routes(routes!(api::global::get_global, api::global::put_global))

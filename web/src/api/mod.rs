@@ -10,6 +10,7 @@ pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod health;
 pub(crate) mod nets;
+pub(crate) mod peer_debug;
 pub(crate) mod peers;
 pub(crate) mod ping;
 pub(crate) mod recovery;
