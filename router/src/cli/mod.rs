@@ -10,11 +10,16 @@
 //! shape.
 
 mod client;
+mod fault;
+mod peer;
 mod ping;
 mod show;
 mod token;
+mod udsp;
 
 pub use client::CtlError;
+pub use fault::{FaultAddArgs, FaultCmd, FaultOp};
+pub use udsp::UdspCmd;
 
 use std::path::PathBuf;
 
@@ -121,6 +126,18 @@ pub enum Ctl {
         /// What to show.
         #[command(subcommand)]
         what: DebugCmd,
+    },
+    /// `udsp add|del|show`: the selection policy rules of the running router.
+    Udsp {
+        /// What to do.
+        #[command(subcommand)]
+        what: UdspCmd,
+    },
+    /// `fault drop|delay add|del|show|reset`: fault injection rules.
+    Fault {
+        /// What to do.
+        #[command(subcommand)]
+        what: FaultCmd,
     },
     /// `token create|list|revoke`: the API's tokens (admin token).
     Token {
@@ -239,6 +256,21 @@ pub enum PeerCmd {
     },
     /// The primary NIDs of the peers.
     List,
+    /// Create a peer, or add NIDs to it.
+    Add {
+        /// The peer's primary NID.
+        #[arg(short = 'k', long = "prim_nid", alias = "prim-nid")]
+        prim_nid: String,
+        /// NIDs to add (separated by commas).
+        #[arg(short = 'n', long)]
+        nid: Option<String>,
+        /// The peer is not Multi-Rail.
+        #[arg(short = 'm', long = "non_mr", alias = "non-mr")]
+        non_mr: bool,
+        /// Lock the primary NID (not supported: refused).
+        #[arg(short = 'l', long = "lock_prim", alias = "lock-prim")]
+        lock_prim: bool,
+    },
     /// Delete a peer, or some of its NIDs.
     Del {
         /// The peer's primary NID.
@@ -311,6 +343,12 @@ pub enum DebugCmd {
         /// The peer NI queue.
         #[arg(long)]
         peer: bool,
+    },
+    /// A peer NI's aliveness and credits (the line the kernel writes to its debug log).
+    Peer {
+        /// The peer NI.
+        #[arg(short = 'k', long, alias = "prim_nid")]
+        nid: String,
     },
 }
 
@@ -544,6 +582,20 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             let m: RecoveryShow = cl.model(v)?;
             Ok(m.to_yaml())
         }
+        Ctl::Peer {
+            what:
+                PeerCmd::Add {
+                    prim_nid,
+                    nid,
+                    non_mr,
+                    lock_prim,
+                },
+        } => peer::add(c, prim_nid, nid.as_deref(), *non_mr, *lock_prim).await,
+        Ctl::Debug {
+            what: DebugCmd::Peer { nid },
+        } => peer::debug(c, nid).await,
+        Ctl::Udsp { what } => udsp::run(c, what).await,
+        Ctl::Fault { what } => fault::run(c, what).await,
         Ctl::Token {
             what: TokenCmd::Create { name, role },
         } => token::create(c, name, role).await,
