@@ -1,0 +1,508 @@
+//! lnetctl parity of the run-time changes, against a running daemon over HTTPS with a
+//! real store: `peer add` (new peer, NIDs added to it, a NID of another peer refused),
+//! `udsp add|del|show` (in force on the node, kept over a restart from the store alone),
+//! `fault drop|delay add|del|show|reset` (the `fault:` document of real lnetctl), and
+//! `debug peer`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+use support::{api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
+
+use std::ffi::OsString;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tokio::time::timeout;
+
+const PORT: u16 = 24_440;
+const API: u16 = 24_441;
+const ADMIN: &str = "admin-secret-runtime-0123456789";
+const READER: &str = "reader-secret-runtime-0123456789";
+
+const CONFIG: &str = "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.44.1@tcp
+    - net type: tcp1
+      local NI(s):
+        - nid: 127.0.45.1@tcp1
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: 24440
+";
+
+/// Runs the CLI with `args` and the connection flags; (success, stdout, stderr).
+fn ctl(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--api")
+        .arg(format!("https://127.0.0.1:{API}"))
+        .arg("--token")
+        .arg(token)
+        .arg("--ca-cert")
+        .arg(cert)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn run(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let cert = cert.to_owned();
+    let token = token.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ctl(&cert, &token, &args)
+    })
+    .await
+    .unwrap()
+}
+
+async fn start(args: &[OsString]) -> Daemon {
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    let mut d = Daemon::start_args(&args);
+    for addr in [
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 44, 1)), PORT),
+        SocketAddr::from(([127, 0, 0, 1], API)),
+    ] {
+        timeout(WAIT, wait_listening(&mut d, addr))
+            .await
+            .expect("bounded");
+    }
+    d
+}
+
+async fn stop(mut d: Daemon) {
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+}
+
+/// The admin actions of the event log, oldest first.
+async fn admin_actions(cert: &Path) -> Vec<String> {
+    let pem = std::fs::read(cert).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let v: serde_json::Value = client
+        .get(format!(
+            "https://127.0.0.1:{API}/api/v1/events?before=9007199254740991&limit=1000"
+        ))
+        .bearer_auth(READER)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut events: Vec<(u64, String)> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["type"] == "admin")
+        .map(|e| {
+            (
+                e["id"].as_u64().unwrap(),
+                e["event"]["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    events.sort();
+    events.into_iter().map(|(_, a)| a).collect()
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    cert: PathBuf,
+    args: Vec<OsString>,
+}
+
+fn setup() -> Setup {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
+    let config = dir.path().join("lnet.yaml");
+    std::fs::write(&config, CONFIG).unwrap();
+    let args = api_run_args(
+        dir.path(),
+        &config,
+        &format!("ops admin {ADMIN}\nview reader {READER}\n"),
+        API,
+        &cert_path,
+        &key_path,
+    );
+    Setup {
+        _dir: dir,
+        cert: cert_path,
+        args,
+    }
+}
+
+/// The arguments without `--config FILE`: the daemon runs from its store alone.
+fn store_only(args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == "--config" {
+            skip = true;
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+#[actix::test]
+async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
+    let s = setup();
+    let cert = s.cert.as_path();
+    let d = start(&s.args).await;
+
+    // peer add: a new peer, then NIDs added to it.
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "peer",
+            "add",
+            "--prim_nid",
+            "127.0.44.50@tcp",
+            "--nid",
+            "127.0.44.51@tcp",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "");
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "peer",
+            "add",
+            "--prim_nid",
+            "127.0.44.50@tcp",
+            "--nid",
+            "127.0.45.52@tcp1",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(cert, READER, &["peer", "show", "--nid", "127.0.44.50@tcp"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        out,
+        "peer:\n-     primary nid: 127.0.44.50@tcp\n      Multi-Rail: true\n      peer ni:\n      -     nid: 127.0.44.50@tcp\n            state: NA\n      -     nid: 127.0.44.51@tcp\n            state: NA\n      -     nid: 127.0.45.52@tcp1\n            state: NA\n"
+    );
+    // A NID of another configured peer: EEXIST, as the kernel.
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "peer",
+            "add",
+            "--prim_nid",
+            "127.0.44.60@tcp",
+            "--nid",
+            "127.0.44.51@tcp",
+        ],
+    )
+    .await;
+    assert!(!ok, "{out}{err}");
+    assert!(
+        err.starts_with("add:\n    - peer_ni:\n          errno: -17\n          descr: \"add peer ni operation failed: File exists"),
+        "{err}"
+    );
+    // The other Multi-Rail flag for a configured peer: EPERM.
+    let (ok, _, err) = run(
+        cert,
+        ADMIN,
+        &["peer", "add", "--prim_nid", "127.0.44.50@tcp", "--non_mr"],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -1\n"), "{err}");
+    // --lock_prim is refused, naming the option; a reader may not add.
+    let (ok, _, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "peer",
+            "add",
+            "--prim_nid",
+            "127.0.44.70@tcp",
+            "--lock_prim",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("errno: -95\n") && err.contains("--lock_prim"),
+        "{err}"
+    );
+    let (ok, _, err) = run(
+        cert,
+        READER,
+        &["peer", "add", "--prim_nid", "127.0.44.70@tcp"],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -1\n"), "{err}");
+
+    // debug peer: the kernel's debug line for the peer NI.
+    let (ok, out, err) = run(cert, READER, &["debug", "peer", "--nid", "127.0.44.51@tcp"]).await;
+    assert!(ok, "{out}{err}");
+    let fields: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(fields.len(), 9, "{out}");
+    assert_eq!(fields[0], "127.0.44.51@tcp");
+    assert_eq!(fields[2], "NA", "not a gateway: {out}");
+    assert!(out.starts_with("127.0.44.51@tcp          "), "{out:?}");
+    let (ok, _, err) = run(cert, READER, &["debug", "peer", "--nid", "127.0.44.99@tcp"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("debug:\n    - peer:\n          errno: -2\n"),
+        "{err}"
+    );
+
+    // udsp: nothing, then rules, as `udsp show` prints them.
+    let (ok, out, _) = run(cert, READER, &["udsp", "show"]).await;
+    assert!(ok);
+    assert_eq!(out, "");
+    for args in [
+        &["udsp", "add", "--src", "tcp1", "--priority", "2"][..],
+        &[
+            "udsp",
+            "add",
+            "--dst",
+            "127.0.44.[50-51]@tcp",
+            "--priority",
+            "1",
+        ][..],
+        &["udsp", "add", "--src", "tcp", "--idx", "0"][..],
+    ] {
+        let (ok, out, err) = run(cert, ADMIN, args).await;
+        assert!(ok, "{args:?}: {out}{err}");
+    }
+    let (ok, out, err) = run(cert, READER, &["udsp", "show"]).await;
+    assert!(ok, "{out}{err}");
+    let three = "udsp:\n    - idx: 0\n      src: tcp\n      action:\n          priority: 0\n    - idx: 1\n      src: tcp1\n      action:\n          priority: 2\n    - idx: 2\n      dst: 127.0.44.[50-51]@tcp\n      action:\n          priority: 1\n";
+    assert_eq!(out, three);
+    let (_, out, _) = run(cert, READER, &["udsp", "show", "--idx", "1"]).await;
+    assert_eq!(
+        out,
+        "udsp:\n    - idx: 1\n      src: tcp1\n      action:\n          priority: 2\n"
+    );
+    // In force on the node: the NI and peer NI priorities of `-v 4`.
+    let (_, out, _) = run(cert, READER, &["net", "show", "--net", "tcp1", "-v", "4"]).await;
+    assert!(out.contains("net priority: 2\n"), "{out}");
+    let (_, out, _) = run(
+        cert,
+        READER,
+        &["peer", "show", "--nid", "127.0.44.50@tcp", "-v", "4"],
+    )
+    .await;
+    assert!(out.contains("nid priority: 1\n"), "{out}");
+    // A bad expression: EINVAL naming the field; nothing changes.
+    let (ok, _, err) = run(cert, ADMIN, &["udsp", "add", "--dst", "10.0.0.[9-3]@tcp"]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("add:\n    - udsp:\n          errno: -22\n          descr: \"dst: "),
+        "{err}"
+    );
+    let (ok, _, err) = run(cert, ADMIN, &["udsp", "del", "--idx", "7"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -2\n"), "{err}");
+
+    // fault: a drop rule as the fixture's, then a delay rule.
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault",
+            "drop",
+            "add",
+            "-s",
+            "*@tcp",
+            "-d",
+            "*@o2ib",
+            "-r",
+            "10",
+            "--local_nid",
+            "127.0.44.1@tcp",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(cert, READER, &["fault", "drop", "show"]).await;
+    assert!(ok, "{out}{err}");
+    let fixture =
+        include_str!("../../lnet/tests/fixtures/lnetctl/kernel-2.17.57/fault-drop-show.yaml");
+    assert_eq!(out, fixture);
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault",
+            "delay",
+            "add",
+            "--source",
+            "127.0.45.9@tcp1",
+            "--dest",
+            "*",
+            "--interval",
+            "5",
+            "--latency",
+            "2",
+            "--message",
+            "PUT",
+            "--portal",
+            "4",
+            "--local_nid",
+            "127.0.45.1@tcp1",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (_, out, _) = run(cert, READER, &["fault", "delay", "show"]).await;
+    assert_eq!(
+        out,
+        "fault:\n-     rule_type: delay\n      fa_src: 127.0.45.9@tcp1\n      fa_dst: <?>\n      fa_ptl_mask: 16\n      fa_msg_mask: 2\n      la_rate: 0\n      la_interval: 5\n      la_latency: 2\n      ls_delayed: 0\n      fs_count: 0\n      fs_put: 0\n      fs_ack: 0\n      fs_get: 0\n      fs_reply: 0\n"
+    );
+    // What the REST rules cannot do is refused, naming the option.
+    for (args, option) in [
+        (
+            &["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2"][..],
+            "--local_nid",
+        ),
+        (
+            &[
+                "fault",
+                "drop",
+                "add",
+                "-s",
+                "*",
+                "-d",
+                "*",
+                "-i",
+                "2",
+                "--random",
+                "-o",
+                "127.0.44.1@tcp",
+            ][..],
+            "--random",
+        ),
+        (&["fault", "drop", "reset"][..], "reset"),
+    ] {
+        let (ok, _, err) = run(cert, ADMIN, args).await;
+        assert!(!ok, "{args:?}");
+        assert!(
+            err.contains("errno: -95\n") && err.contains(option),
+            "{args:?}: {err}"
+        );
+    }
+    let (ok, _, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault",
+            "drop",
+            "add",
+            "-s",
+            "*",
+            "-d",
+            "*",
+            "-r",
+            "2",
+            "-i",
+            "3",
+            "-o",
+            "127.0.44.1@tcp",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(err.contains("errno: -22\n"), "{err}");
+    // del by source and destination; the delay rule stays.
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &["fault", "drop", "del", "-s", "*@tcp", "-d", "*@o2ib"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, _, err) = run(cert, READER, &["fault", "drop", "show"]).await;
+    assert!(!ok);
+    assert!(err.contains("errno: -2\n"), "{err}");
+    let (ok, _, _) = run(cert, READER, &["fault", "delay", "show"]).await;
+    assert!(ok);
+    let (ok, out, err) = run(cert, ADMIN, &["fault", "delay", "del", "--all"]).await;
+    assert!(ok, "{out}{err}");
+    let (ok, _, _) = run(cert, READER, &["fault", "delay", "show"]).await;
+    assert!(!ok);
+
+    // Every change an admin event.
+    let actions = admin_actions(cert).await;
+    for want in [
+        "add_peer",
+        "add_peer_nids",
+        "add_udsp",
+        "add_fault_rule",
+        "remove_fault_rule",
+    ] {
+        assert!(actions.iter().any(|a| a == want), "{want}: {actions:?}");
+    }
+    assert_eq!(
+        actions.iter().filter(|a| *a == "add_udsp").count(),
+        3,
+        "{actions:?}"
+    );
+    stop(d).await;
+
+    // Restarted from the store alone: the UDSP rules and the peer are there.
+    let d = start(&store_only(&s.args)).await;
+    let (ok, out, err) = run(cert, READER, &["udsp", "show"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, three);
+    let (ok, out, _) = run(cert, READER, &["peer", "show", "--nid", "127.0.45.52@tcp1"]).await;
+    assert!(ok);
+    assert!(out.contains("primary nid: 127.0.44.50@tcp\n"), "{out}");
+    let (_, out, _) = run(cert, READER, &["net", "show", "--net", "tcp1", "-v", "4"]).await;
+    assert!(out.contains("net priority: 2\n"), "{out}");
+    // del --idx, then --all.
+    let (ok, out, err) = run(cert, ADMIN, &["udsp", "del", "--idx", "0"]).await;
+    assert!(ok, "{out}{err}");
+    let (_, out, _) = run(cert, READER, &["udsp", "show"]).await;
+    assert_eq!(
+        out,
+        "udsp:\n    - idx: 0\n      src: tcp1\n      action:\n          priority: 2\n    - idx: 1\n      dst: 127.0.44.[50-51]@tcp\n      action:\n          priority: 1\n"
+    );
+    let (ok, out, err) = run(cert, ADMIN, &["udsp", "del", "--all"]).await;
+    assert!(ok, "{out}{err}");
+    let (_, out, _) = run(cert, READER, &["udsp", "show"]).await;
+    assert_eq!(out, "");
+    let (_, out, _) = run(cert, READER, &["net", "show", "--net", "tcp1", "-v", "4"]).await;
+    assert!(!out.contains("net priority: 2\n"), "{out}");
+    let actions = admin_actions(cert).await;
+    assert_eq!(
+        actions.iter().filter(|a| *a == "delete_udsp").count(),
+        2,
+        "{actions:?}"
+    );
+    stop(d).await;
+}
