@@ -74,6 +74,13 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
             format!("/api/v1/routes/tcp9/{b0}"),
             Value::Null,
         ),
+        (
+            Method::POST,
+            "/api/v1/udsp".into(),
+            json!({"src": "tcp", "priority": 1}),
+        ),
+        (Method::DELETE, "/api/v1/udsp".into(), Value::Null),
+        (Method::DELETE, "/api/v1/udsp/0".into(), Value::Null),
     ]
 }
 
@@ -97,6 +104,7 @@ async fn observable(api: &support::Api) -> Value {
             .map(|p| p["primary_nid"].clone()).collect::<Vec<_>>(),
         "recovery": api.read("/api/v1/recovery/local").await,
         "routes": api.read("/api/v1/routes").await,
+        "udsp": api.read("/api/v1/udsp").await,
         "draining": api.read("/api/v1/routing").await["draining"],
         "admin_events": api.admin_events().await,
     })
