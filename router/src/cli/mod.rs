@@ -6,8 +6,9 @@
 //! code the snapshot tests check against real `lnetctl` output; `route show` and `routing
 //! show` print the `route:` and `routing:` sections of [`lnet::config`]. Errors are
 //! printed as lnetctl prints them (`errno` and `descr` under the command and object).
-//! `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML in the same
-//! shape.
+//! `udsp show` prints lnetctl's `udsp:` list and `fault drop|delay show` its `fault:`
+//! document. `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML
+//! in the same shape.
 
 mod client;
 mod fault;
