@@ -12,9 +12,11 @@
 //! zero-copy request, and delivers the message. A frame started but not finished within
 //! the socklnd timeout closes the connection.
 
+use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -55,6 +57,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Rounds of writes a reader makes on one connection before leaving what keeps coming to
 /// its writer task.
 const INLINE_ROUNDS: usize = 4;
+/// Times a reader writes what it forwarded, and asks again, while the upper layer's
+/// decision on a header waits, before it lets its task wait.
+const DECIDE_ROUNDS: usize = 16;
 
 /// How far a writer got, shared with its peer task: frames go out in `seq` order, so
 /// everything up to `done_through` is on the wire, and the write under way carries
@@ -297,6 +302,16 @@ impl<H: LndHandler> Writer<H> {
         result
     }
 
+    /// Hands `buf` to the socket without blocking, as the start of more (`MSG_MORE`, as
+    /// the kernel's socklnd sends while more is queued): TCP holds what does not fill a
+    /// segment until [`Writer::push`] or a write without it.
+    fn send_more(&self, buf: &[u8]) -> io::Result<usize> {
+        let stream: &tokio::net::TcpStream = self.half.as_ref();
+        stream.try_io(tokio::io::Interest::WRITABLE, || {
+            socket2::SockRef::from(stream).send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+        })
+    }
+
     /// One round of writes that never blocks: the small frames at the head of the queue,
     /// as far as the socket takes them; the rest, or the error, goes to the writer task.
     /// Whether another round may follow.
@@ -334,10 +349,7 @@ impl<H: LndHandler> Writer<H> {
         }
         let mut off = 0usize;
         while failed.is_none() && off < out.bytes.len() {
-            match self
-                .half
-                .try_write(out.bytes.get(off..).unwrap_or_default())
-            {
+            match self.send_more(out.bytes.get(off..).unwrap_or_default()) {
                 Ok(0) => failed = Some(ConnEnd::WriteFailed(io::ErrorKind::WriteZero.into())),
                 Ok(n) => off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -375,6 +387,14 @@ impl<H: LndHandler> batch::WriteNow for Writer<H> {
             }
         }
         self.outbox.wake.notify_one();
+    }
+
+    fn push(&self) {
+        let stream: &tokio::net::TcpStream = self.half.as_ref();
+        // Taking the cork off sends what the writes with `MSG_MORE` left in the socket.
+        if let Err(e) = socket2::SockRef::from(stream).set_cork(false) {
+            tracing::debug!(conn = self.parts.conn, %e, "socklnd: push failed");
+        }
     }
 
     fn hand_off(&self) {
@@ -577,6 +597,23 @@ impl<H: LndHandler> Reader<H> {
         result.map_err(ConnEnd::ReadFailed)
     }
 
+    /// The upper layer's decision on a header. While it waits (for a router buffer or
+    /// credit), the frames already forwarded are written: their completions give back
+    /// what it waits for, and it is asked again before this task yields.
+    async fn decide(&self, header: RxHeader) -> RxDecision {
+        let mut decision = std::pin::pin!(self.handler.on_header(header));
+        for _ in 0..DECIDE_ROUNDS {
+            let now = std::future::poll_fn(|cx| Poll::Ready(decision.as_mut().poll(cx))).await;
+            if let Poll::Ready(d) = now {
+                return d;
+            }
+            if !batch::write_noted() {
+                break;
+            }
+        }
+        decision.await
+    }
+
     async fn on_event(&self, d: &mut Deframer, event: Event) -> Result<(), ConnEnd> {
         match event {
             Event::Noop(ksock) => no_acks_expected(&ksock),
@@ -584,14 +621,12 @@ impl<H: LndHandler> Reader<H> {
                 no_acks_expected(&ksock)?;
                 // Nothing is read while the upper layer decides: back-pressure on this
                 // socket.
-                let decision = self
-                    .handler
-                    .on_header(RxHeader {
-                        ni: self.ni,
-                        from: self.from,
-                        header,
-                    })
-                    .await;
+                let decision = self.decide(RxHeader {
+                    ni: self.ni,
+                    from: self.from,
+                    header,
+                });
+                let decision = decision.await;
                 let decided = match decision {
                     RxDecision::Close => return Err(ConnEnd::UpperLayer),
                     RxDecision::Receive(buf) => d.receive_payload(buf),

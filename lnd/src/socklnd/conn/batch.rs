@@ -7,6 +7,12 @@
 //! non-blocking writes, before it next reads and when it stops running: every frame it
 //! queued on a connection goes out in one write. What cannot be written without waiting
 //! is left to that connection's writer task ([`WriteNow::hand_off`]).
+//!
+//! A send's completion may free the credit that the next frame for the same connection
+//! waits for, so one flush may write a connection in several rounds. Those writes tell
+//! TCP that more follows (`MSG_MORE`); once the flush is over, each connection it wrote is
+//! pushed ([`WriteNow::push`]), so the rounds leave as one burst and wake the receiver
+//! once.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -25,13 +31,18 @@ pub(crate) trait WriteNow: Send + Sync {
     fn write_now(&self);
     /// Hands what is queued to the connection's writer task.
     fn hand_off(&self);
+    /// Sends what the writes of this flush left in the socket, waiting for more.
+    fn push(&self);
 }
 
 #[derive(Default)]
 struct Pending {
     /// Readers running on this thread (nested polls).
     depth: u32,
+    /// Connections to write.
     connections: Vec<Arc<dyn WriteNow>>,
+    /// Connections written since the last push.
+    written: Vec<Arc<dyn WriteNow>>,
 }
 
 thread_local! {
@@ -56,28 +67,55 @@ pub(crate) fn defer(conn: Arc<dyn WriteNow>) -> bool {
     })
 }
 
-/// Writes every connection noted on this thread.
-pub(crate) fn flush() {
-    for _ in 0..FLUSH_ROUNDS {
-        let list = PENDING.with(|p| {
-            p.try_borrow_mut()
-                .map(|mut p| std::mem::take(&mut p.connections))
-                .unwrap_or_default()
-        });
-        if list.is_empty() {
-            return;
-        }
-        for conn in list {
-            conn.write_now();
-        }
-    }
-    let left = PENDING.with(|p| {
+fn take_noted() -> Vec<Arc<dyn WriteNow>> {
+    PENDING.with(|p| {
         p.try_borrow_mut()
             .map(|mut p| std::mem::take(&mut p.connections))
             .unwrap_or_default()
-    });
-    for conn in left {
+    })
+}
+
+/// Writes the connections noted on this thread, round after round while the writes'
+/// completions note more, without pushing them; whether it wrote any.
+pub(crate) fn write_noted() -> bool {
+    let mut any = false;
+    for _ in 0..FLUSH_ROUNDS {
+        let list = take_noted();
+        if list.is_empty() {
+            break;
+        }
+        any = true;
+        for conn in list {
+            conn.write_now();
+            PENDING.with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    let same = |w: &Arc<dyn WriteNow>| {
+                        std::ptr::addr_eq(Arc::as_ptr(w), Arc::as_ptr(&conn))
+                    };
+                    if !p.written.iter().any(same) {
+                        p.written.push(conn);
+                    }
+                }
+            });
+        }
+    }
+    any
+}
+
+/// Writes every connection noted on this thread ([`write_noted`]), hands what keeps
+/// coming to the writer tasks, then pushes each connection written.
+pub(crate) fn flush() {
+    write_noted();
+    for conn in take_noted() {
         conn.hand_off();
+    }
+    let written = PENDING.with(|p| {
+        p.try_borrow_mut()
+            .map(|mut p| std::mem::take(&mut p.written))
+            .unwrap_or_default()
+    });
+    for conn in written {
+        conn.push();
     }
 }
 
@@ -168,6 +206,7 @@ mod tests {
     struct Counted {
         written: AtomicUsize,
         handed: AtomicUsize,
+        pushed: AtomicUsize,
         requeue: AtomicUsize,
         me: std::sync::Weak<Counted>,
     }
@@ -185,12 +224,20 @@ mod tests {
         fn hand_off(&self) {
             self.handed.fetch_add(1, Ordering::SeqCst);
         }
+        fn push(&self) {
+            assert!(
+                self.written.load(Ordering::SeqCst) > 0,
+                "only a connection written is pushed"
+            );
+            self.pushed.fetch_add(1, Ordering::SeqCst);
+        }
     }
 
     fn counted(requeue: usize) -> Arc<Counted> {
         Arc::new_cyclic(|me| Counted {
             written: AtomicUsize::new(0),
             handed: AtomicUsize::new(0),
+            pushed: AtomicUsize::new(0),
             requeue: AtomicUsize::new(requeue),
             me: me.clone(),
         })
@@ -216,6 +263,11 @@ mod tests {
         let mut fut = std::pin::pin!(fut);
         assert!(fut.as_mut().poll(&mut cx).is_ready());
         assert_eq!(c.written.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            c.pushed.load(Ordering::SeqCst),
+            1,
+            "pushed once, after its writes"
+        );
         assert!(!active());
     }
 
@@ -232,6 +284,7 @@ mod tests {
         assert!(fut.as_mut().poll(&mut cx).is_ready());
         assert_eq!(c.written.load(Ordering::SeqCst), FLUSH_ROUNDS);
         assert_eq!(c.handed.load(Ordering::SeqCst), 1);
+        assert_eq!(c.pushed.load(Ordering::SeqCst), 1);
         assert!(!active());
     }
 }
