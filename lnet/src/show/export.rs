@@ -276,7 +276,12 @@ mod tests {
         assert_eq!(export(&src, true).to_yaml(), text);
         // The full form keeps what the backup leaves out.
         let full = export(&src, false).to_yaml();
-        for key in ["net type: lo", "nid: 10.0.0.2@o2ib", "timeout: 50", "state: down"] {
+        for key in [
+            "net type: lo",
+            "nid: 10.0.0.2@o2ib",
+            "timeout: 50",
+            "state: down",
+        ] {
             assert!(full.contains(key), "{key}: {full}");
         }
         assert!(full.contains("- cpt[0]:"), "{full}");
