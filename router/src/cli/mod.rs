@@ -106,7 +106,7 @@ pub enum Ctl {
         /// Timeout, seconds (as lnetctl).
         #[arg(short = 't', long)]
         timeout: Option<u64>,
-        /// The local NI to send from (not supported yet: refused).
+        /// The local NI to send from (a NID of this node).
         #[arg(short = 's', long)]
         source: Option<String>,
     },
