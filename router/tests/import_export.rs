@@ -381,5 +381,30 @@ udsp:
         ),
         "{err}"
     );
+
+    // A file that cannot be read, or is not an export document: lnetctl's builder error,
+    // naming the file or the key; nothing asked of the node.
+    let missing = dir.path().join("missing.yaml");
+    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", missing.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with(
+            "yaml:\n    - builder:\n          errno: -2\n          descr: \"cannot open '"
+        ),
+        "{err}"
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "route:\n    - net: tcp5\n      gateway: 127.0.47.9@tcp\n      hops: 2\n",
+    )
+    .unwrap();
+    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", bad.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("yaml:\n    - builder:\n          errno: -22\n"),
+        "{err}"
+    );
+    assert!(err.contains("hops"), "{err}");
     drop(b);
 }
