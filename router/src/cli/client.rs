@@ -27,18 +27,18 @@ pub struct CtlError {
     pub printed: Option<String>,
     /// More failures of the same command, printed after this one in the same list
     /// (`import`: one item per section or object that failed).
-    pub more: Vec<ErrorItem>,
+    pub(crate) more: Vec<ErrorItem>,
 }
 
 /// One more `- OBJECT:` item of an error list.
 #[derive(Debug, Clone)]
-pub struct ErrorItem {
+pub(crate) struct ErrorItem {
     /// The object.
-    pub object: String,
+    pub(crate) object: String,
     /// The errno (negative).
-    pub errno: i32,
+    pub(crate) errno: i32,
     /// The description.
-    pub descr: String,
+    pub(crate) descr: String,
 }
 
 impl CtlError {

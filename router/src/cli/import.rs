@@ -25,7 +25,7 @@ use super::Connect;
 
 /// What `import` does with the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportMode {
+pub(super) enum ImportMode {
     /// `--add`.
     Add,
     /// `--del`.

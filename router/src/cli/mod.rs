@@ -9,15 +9,16 @@
 //! `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML in the same
 //! shape.
 
-mod client;
+// `export` and `import`: the lnetctl export document.
 mod export;
 mod import;
+
+mod client;
 mod ping;
 mod show;
 mod token;
 
-pub use client::{CtlError, ErrorItem};
-pub use import::ImportMode;
+pub use client::CtlError;
 
 use std::path::PathBuf;
 
@@ -589,11 +590,11 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             show,
         } => {
             let mode = if *del {
-                ImportMode::Del
+                import::ImportMode::Del
             } else if *show {
-                ImportMode::Show
+                import::ImportMode::Show
             } else {
-                ImportMode::Add
+                import::ImportMode::Add
             };
             import::import(c, file, mode).await
         }
