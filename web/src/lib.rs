@@ -18,6 +18,7 @@
 //! * reads (any token): `GET nets` (`lnetctl net show -v 4`), `peers` (`peer show -v 4`),
 //!   `stats`, `global`, `recovery/local`, `recovery/peer`, `counters`,
 //!   `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
+//!   `export` and `export?backup=1` (`lnetctl export [--backup]`, YAML),
 //!   `events?after=ID&limit=N` or `events?before=ID&limit=N` (the event log, paged
 //!   forward or back), and `events/stream` (server-sent events, resumable with
 //!   `Last-Event-ID`);

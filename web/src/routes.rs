@@ -56,6 +56,7 @@ async fn not_found() -> ApiError {
 pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(api::nets::get_nets))
+        .routes(routes!(api::export::get_export))
         .routes(routes!(api::peers::get_peers, api::peers::add_peer))
         .routes(routes!(api::peers::delete_peer))
         .routes(routes!(api::peers::delete_peer_nid))

@@ -1036,6 +1036,7 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         .collect();
     let want: BTreeSet<(String, String)> = [
         ("GET", "/api/v1/nets"),
+        ("GET", "/api/v1/export"),
         ("GET", "/api/v1/peers"),
         ("POST", "/api/v1/peers"),
         ("GET", "/api/v1/stats"),

@@ -178,6 +178,7 @@ impl LnetActor {
             payload: Bytes::new(),
             timeout: Duration::from_secs(u64::from(self.config.tunables.transaction_timeout())),
             want_response: true,
+            src: None,
         };
         let _ = self.start_txn(req, Some((due.queue, pin_local, pin_peer)), ctx);
     }
@@ -202,6 +203,7 @@ pub(super) fn push_request(dest: Nid, payload: Bytes, timeout: Duration) -> Star
         payload,
         timeout,
         want_response: true,
+        src: None,
     }
 }
 

@@ -33,7 +33,7 @@ use super::router_check::SetLink;
 use super::routes::{AddRoute, DelRoute, ListRoutes, RouteView, Routes, RoutingShow, RoutingState};
 use super::send::{GetRequest, PutRequest};
 use super::txn::{FailReason, MsgEventKind, Outcome, StartTxn, Transaction};
-use super::{LnetActor, PING_SINK_LENGTH};
+use super::LnetActor;
 use crate::clock::Clock;
 use crate::driver::{Driver, NiDriver};
 use crate::events::EventBus;
@@ -288,6 +288,7 @@ impl Node {
                 payload: req.payload,
                 timeout: req.timeout,
                 want_response: req.ack,
+                src: None,
             })
             .await?
     }
@@ -307,21 +308,37 @@ impl Node {
                 payload: Bytes::new(),
                 timeout: req.timeout,
                 want_response: true,
+                src: None,
             })
             .await?
     }
 
     /// Pings `nid` (`lnetctl ping`): a GET on the reserved portal; the REPLY's ping info.
     pub async fn ping(&self, nid: Nid, timeout: Duration) -> Result<PingReply, PingFailure> {
+        self.ping_from(nid, None, timeout).await
+    }
+
+    /// Pings `nid` from local NI `source` (`lnetctl ping --source`) on every attempt, or
+    /// from the NI the selection picks when `None`. A source that is no local NI is
+    /// [`NodeError::NoSuchNi`]; one with no path to `nid` fails as a send with no route.
+    pub async fn ping_from(
+        &self,
+        nid: Nid,
+        source: Option<Nid>,
+        timeout: Duration,
+    ) -> Result<PingReply, PingFailure> {
         let txn = self
-            .get(GetRequest {
+            .addr
+            .send(StartTxn {
                 dest: nid,
-                portal: RESERVED_PORTAL,
-                match_bits: PING_MATCHBITS,
-                sink_length: PING_SINK_LENGTH,
+                msg: super::discovery::ping_get(),
+                payload: Bytes::new(),
                 timeout,
+                want_response: true,
+                src: source,
             })
-            .await?;
+            .await
+            .map_err(NodeError::from)??;
         let events = txn.finish().await;
         let Some(last) = events.last() else {
             return Err(PingFailure::Failed(Outcome::Failed {

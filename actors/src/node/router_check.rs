@@ -153,6 +153,7 @@ impl LnetActor {
             payload: Bytes::new(),
             timeout: Duration::from_millis(timeout.as_millis().max(1)),
             want_response: true,
+            src: None,
         };
         bump(&mut self.counters, "net_probes");
         // The reply itself marks the net alive (it arrives on the net).
@@ -173,6 +174,7 @@ impl LnetActor {
             payload: Bytes::new(),
             timeout,
             want_response: true,
+            src: None,
         };
         let Some(g) = self.routes.gateways.get_mut(&gw) else {
             return;

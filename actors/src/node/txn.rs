@@ -113,6 +113,9 @@ pub(super) struct StartTxn {
     pub(super) payload: Bytes,
     pub(super) timeout: Duration,
     pub(super) want_response: bool,
+    /// The local NI to send from (`lnetctl ping --source`), on every attempt; `None`:
+    /// the selection picks one.
+    pub(super) src: Option<Nid>,
 }
 
 impl LnetActor {
@@ -173,6 +176,9 @@ impl LnetActor {
             return Err(NodeError::Busy {
                 max: self.config.max_in_flight,
             });
+        }
+        if let Some(src) = req.src.filter(|s| !self.nis.contains_key(s)) {
+            return Err(NodeError::NoSuchNi { nid: src });
         }
         let txn_id = self.next();
         let msg_id = self.next();
@@ -256,7 +262,7 @@ impl LnetActor {
             },
         );
         self.txn_deadlines.insert((deadline, txn_id));
-        let (pin_local, pin_peer) = recovery.map(|r| (r.1, r.2)).unwrap_or((None, None));
+        let (pin_local, pin_peer) = recovery.map_or((req.src, None), |r| (r.1, r.2));
         self.msgs.insert(
             msg_id,
             OutMsg {

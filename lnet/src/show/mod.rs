@@ -18,6 +18,7 @@
 //! The `Preferred gateway NIDs` / `Preferred source NIDs` maps of `udsp info:` follow
 //! lnetctl's code; no capture shows them.
 
+mod export;
 mod net;
 mod other;
 mod parse;
@@ -26,6 +27,7 @@ mod peer;
 #[cfg(test)]
 mod tests;
 
+pub use export::{export, ExportSource};
 pub use net::{NetLayout, NetShow, ShowNet, ShowNi};
 pub use other::{GlobalShow, PingFailureShow, PingShow, RecoveryKind, RecoveryShow, StatsShow};
 pub use peer::{PeerShow, ShowPeer, ShowPeerNi};

@@ -25,18 +25,37 @@ pub struct CtlError {
     /// of several NIDs, some unreachable: the answers and a `manage:` list of failures).
     /// When set, it is printed instead of the error YAML.
     pub printed: Option<String>,
+    /// More failures of the same command, printed after this one in the same list
+    /// (`import`: one item per section or object that failed).
+    pub(crate) more: Vec<ErrorItem>,
+}
+
+/// One more `- OBJECT:` item of an error list.
+#[derive(Debug, Clone)]
+pub(crate) struct ErrorItem {
+    /// The object.
+    pub(crate) object: String,
+    /// The errno (negative).
+    pub(crate) errno: i32,
+    /// The description.
+    pub(crate) descr: String,
 }
 
 impl CtlError {
     /// lnetctl's error YAML.
     pub fn to_yaml(&self) -> String {
-        format!(
-            "{}:\n    - {}:\n          errno: {}\n          descr: \"{}\"\n",
-            self.command,
-            self.object,
-            self.errno,
-            self.descr.replace('"', "'")
-        )
+        let item = |object: &str, errno: i32, descr: &str| {
+            format!(
+                "    - {object}:\n          errno: {errno}\n          descr: \"{}\"\n",
+                descr.replace('"', "'")
+            )
+        };
+        let mut out = format!("{}:\n", self.command);
+        out.push_str(&item(self.object, self.errno, &self.descr));
+        for m in &self.more {
+            out.push_str(&item(&m.object, m.errno, &m.descr));
+        }
+        out
     }
 }
 
@@ -90,6 +109,7 @@ impl Client {
             errno: -22,
             descr,
             printed: None,
+            more: Vec::new(),
         };
         let mut b = reqwest::Client::builder().use_rustls_tls();
         if let Some(ca) = &c.ca_cert {
@@ -115,6 +135,7 @@ impl Client {
             errno,
             descr,
             printed: None,
+            more: Vec::new(),
         }
     }
 
@@ -154,6 +175,34 @@ impl Client {
             return Err(self.err(errno_of(status), descr));
         }
         Ok(body)
+    }
+
+    /// A document that is not JSON (`GET /api/v1/export`, YAML) as text; a refusal is
+    /// read as the API's JSON error.
+    pub(crate) async fn get_text(&self, path: &str) -> Result<String, CtlError> {
+        let req = self.http.get(format!("{}{path}", self.base));
+        let req = match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
+        };
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| self.err(-111, format!("cannot reach {}: {e}", self.base)))?;
+        if resp.status().is_success() {
+            return resp
+                .text()
+                .await
+                .map_err(|e| self.err(-5, format!("bad answer from {}: {e}", self.base)));
+        }
+        // Not a success: the same error as any other request's.
+        let status = resp.status();
+        let body: serde_json::Value = resp.json().await.unwrap_or_default();
+        let msg = at(&body, "/error/message")
+            .as_str()
+            .unwrap_or("request refused")
+            .to_owned();
+        Err(self.err(errno_of(status), msg))
     }
 
     pub(crate) async fn get(&self, path: &str) -> Result<serde_json::Value, CtlError> {

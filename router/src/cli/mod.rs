@@ -10,6 +10,10 @@
 //! document. `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML
 //! in the same shape.
 
+// `export` and `import`: the lnetctl export document.
+mod export;
+mod import;
+
 mod client;
 mod fault;
 mod peer;
@@ -109,7 +113,7 @@ pub enum Ctl {
         /// Timeout, seconds (as lnetctl).
         #[arg(short = 't', long)]
         timeout: Option<u64>,
-        /// The local NI to send from (not supported yet: refused).
+        /// The local NI to send from (a NID of this node).
         #[arg(short = 's', long)]
         source: Option<String>,
     },
@@ -148,6 +152,30 @@ pub enum Ctl {
     },
     /// `whoami`: the name and role of the token given (any token).
     Whoami,
+    /// `export [FILE] [--backup]`: the node's state as the YAML `lnetctl import` reads.
+    Export {
+        /// Write it to this file instead of printing it.
+        file: Option<PathBuf>,
+        /// Only what `import` needs (`lnetctl export --backup`).
+        #[arg(short = 'b', long)]
+        backup: bool,
+    },
+    /// `import FILE [--add|--del|--show]`: apply an export document to the running node.
+    Import {
+        /// The document (`lnetctl export` YAML).
+        file: PathBuf,
+        /// Add what it holds (the default): global settings, buffers, routing, peers,
+        /// routes.
+        #[arg(short = 'a', long, conflicts_with_all = ["del", "show"])]
+        add: bool,
+        /// Delete its routes and peers (and set routing off, and the global keys lnetctl
+        /// resets back to their defaults).
+        #[arg(short = 'd', long, conflicts_with = "show")]
+        del: bool,
+        /// Print what the node has for the items it names.
+        #[arg(short = 's', long)]
+        show: bool,
+    },
 }
 
 /// `token ...`.
@@ -607,5 +635,21 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             what: TokenCmd::Revoke { name },
         } => token::revoke(c, name).await,
         Ctl::Whoami => token::whoami(c).await,
+        Ctl::Export { file, backup } => export::export(c, file.as_deref(), *backup).await,
+        Ctl::Import {
+            file,
+            add: _,
+            del,
+            show,
+        } => {
+            let mode = if *del {
+                import::ImportMode::Del
+            } else if *show {
+                import::ImportMode::Show
+            } else {
+                import::ImportMode::Add
+            };
+            import::import(c, file, mode).await
+        }
     }
 }

@@ -25,12 +25,6 @@ pub(super) async fn ping(
     source: Option<&str>,
 ) -> Result<String, CtlError> {
     let cl = Client::new(c, "ping", "ping")?;
-    if let Some(src) = source {
-        return Err(cl.err(
-            -95,
-            format!("--source {src}: choosing the source NI of a ping is not supported yet"),
-        ));
-    }
     let timeout_ms = timeout.map(|s| s.saturating_mul(1000));
     if timeout_ms == Some(0) {
         return Err(cl.err(-22, "--timeout: at least 1 second".to_owned()));
@@ -40,7 +34,7 @@ pub(super) async fn ping(
         answers.push(
             cl.post(
                 "/api/v1/ping",
-                serde_json::json!({ "nid": nid, "timeout_ms": timeout_ms }),
+                serde_json::json!({ "nid": nid, "timeout_ms": timeout_ms, "source": source }),
             )
             .await?,
         );

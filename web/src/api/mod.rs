@@ -6,6 +6,7 @@ use lnet::Nid;
 use crate::error::ApiError;
 
 pub(crate) mod events;
+pub(crate) mod export;
 pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod health;

@@ -28,6 +28,10 @@ pub struct PingRequest {
     /// limit, 60000 unless configured otherwise).
     #[schema(minimum = 1, maximum = 60000)]
     pub timeout_ms: Option<u64>,
+    /// Ping only: the local NI to send from (`lnetctl ping --source`), on every attempt;
+    /// it must be a NID of this node (else 422). Absent: the selection picks one.
+    #[schema(example = "10.0.1.2@tcp")]
+    pub source: Option<String>,
 }
 
 /// A NID and its status in a ping reply.
@@ -143,7 +147,7 @@ fn failed(verb: &str, nid: Nid, e: actors::node::PingFailure) -> Result<PingResu
         (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A timeout out of range", body = ErrorBody),
+        (status = 422, description = "A timeout out of range, or a source that is no NID of this node", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn ping(
@@ -152,7 +156,12 @@ pub(crate) async fn ping(
     Body(req): Body<PingRequest>,
 ) -> Result<Json<PingResult>, ApiError> {
     let (nid, timeout) = ping_target(&s, &req)?;
-    let result = match s.shared.node.ping(nid, timeout).await {
+    let source = req
+        .source
+        .as_deref()
+        .map(|t| parse_nid("source", t))
+        .transpose()?;
+    let result = match s.shared.node.ping_from(nid, source, timeout).await {
         Ok(reply) => {
             let nids = reply.nids();
             PingResult {
@@ -167,13 +176,20 @@ pub(crate) async fn ping(
                 status: None,
             }
         }
+        Err(actors::node::PingFailure::Node(actors::NodeError::NoSuchNi { nid: src })) => {
+            return Err(ApiError::unprocessable(
+                "source",
+                format!("{src} is not a NID of this node"),
+            ))
+        }
         Err(e) => failed("ping", nid, e)?,
     };
+    let from = source.map_or_else(String::new, |s| format!(" source={s}"));
     s.admin_event(
         &reader.0,
         "ping",
         Some(nid.to_string()),
-        format!("ok={} timeout_ms={}", result.ok, timeout.as_millis()),
+        format!("ok={} timeout_ms={}{from}", result.ok, timeout.as_millis()),
     );
     Ok(Json(result))
 }
@@ -198,6 +214,12 @@ pub(crate) async fn discover(
     Body(req): Body<PingRequest>,
 ) -> Result<Json<PingResult>, ApiError> {
     let (nid, timeout) = ping_target(&s, &req)?;
+    if req.source.is_some() {
+        return Err(ApiError::unprocessable(
+            "source",
+            "discovery has no source NI (lnetctl discover has no --source)",
+        ));
+    }
     let result = match s.shared.node.discover(nid, timeout).await {
         Ok(d) => PingResult {
             nid: nid.to_string(),

@@ -1,0 +1,410 @@
+//! `export [--backup]` and `import --add|--del|--show` against running daemons over
+//! HTTPS: one daemon's backup imported into a second, fresh one gives the same export (and
+//! again after that one restarts from its store); what cannot be applied at run time is
+//! refused item by item in lnetctl's error list while the rest is applied; `--del` takes
+//! the routes and peers away; `GET /api/v1/export` serves the same document.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod support;
+use support::{api_run_args, wait_listening, Daemon, BIN, WAIT};
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tokio::time::timeout;
+
+const PORT: u16 = 24_760;
+const API_A: u16 = 24_761;
+const API_B: u16 = 24_762;
+const ADMIN: &str = "admin-secret-0123456789";
+const READER: &str = "reader-secret-0123456789";
+
+/// Runs the CLI against the daemon on `api`: success, stdout, stderr.
+fn ctl(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--api")
+        .arg(format!("https://127.0.0.1:{api}"))
+        .arg("--token")
+        .arg(token)
+        .arg("--ca-cert")
+        .arg(cert)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Starts a daemon with `config` (nets and the acceptor port are added), its store in
+/// `dir/NAME/data`, its API on `api`; waits until it listens.
+async fn start(
+    dir: &Path,
+    name: &str,
+    octet: u8,
+    api: u16,
+    extra: &str,
+    tls: &(PathBuf, PathBuf),
+) -> Daemon {
+    let home = dir.join(name);
+    std::fs::create_dir_all(&home).unwrap();
+    let config = home.join("lnet.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.47.{octet}@tcp
+    - net type: tcp1
+      local NI(s):
+        - nid: 127.0.48.{octet}@tcp1
+{extra}lnet-router:
+    acceptor_port: {PORT}
+"
+        ),
+    )
+    .unwrap();
+    let owned = api_run_args(
+        &home,
+        &config,
+        &format!("ops admin {ADMIN}\nview reader {READER}\n"),
+        api,
+        &tls.0,
+        &tls.1,
+    );
+    let args: Vec<&std::ffi::OsStr> = owned.iter().map(|a| a.as_os_str()).collect();
+    let mut d = Daemon::start_args(&args);
+    for addr in [
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 47, octet)), PORT),
+        SocketAddr::from(([127, 0, 0, 1], api)),
+    ] {
+        timeout(WAIT, wait_listening(&mut d, addr))
+            .await
+            .expect("bounded");
+    }
+    d
+}
+
+/// The CLI on the blocking pool, so that the test's runtime goes on meanwhile.
+async fn run(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let cert = cert.to_owned();
+    let token = token.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ctl(api, &cert, &token, &args)
+    })
+    .await
+    .unwrap()
+}
+
+/// The admin events' actions in the daemon's event log, oldest first.
+async fn admin_actions(client: &reqwest::Client, api: u16) -> Vec<String> {
+    let page: serde_json::Value = client
+        .get(format!(
+            "https://127.0.0.1:{api}/api/v1/events?after=0&limit=1000"
+        ))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.pointer("/event/action").and_then(|a| a.as_str()))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[actix::test]
+async fn a_backup_imported_into_a_fresh_router_exports_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let tls = cert.write(dir.path()).unwrap();
+    let ca = tls.0.clone();
+    let a_extra = "route:
+    - net: tcp5
+      gateway: 127.0.47.9@tcp
+      hop: 2
+      priority: 1
+    - net: tcp6
+      gateway: 127.0.48.9@tcp1
+peer:
+    - primary nid: 127.0.47.50@tcp
+      Multi-Rail: true
+      peer ni:
+        - nid: 127.0.47.50@tcp
+        - nid: 127.0.48.50@tcp1
+routing:
+    enable: 1
+buffers:
+    tiny: 256
+    small: 512
+    large: 32
+global:
+    retry_count: 1
+    transaction_timeout: 40
+    drop_asym_route: 1
+";
+    let _a = start(dir.path(), "a", 1, API_A, a_extra, &tls).await;
+    let mut b = start(dir.path(), "b", 2, API_B, "", &tls).await;
+
+    // export --backup: lnetctl's sections and keys, nothing live.
+    let (ok, backup, err) = run(API_A, &ca, READER, &["export", "--backup"]).await;
+    assert!(ok, "{backup}{err}");
+    let expected_head = "net:
+-     net type: tcp
+      local NI(s):
+      -     tunables:
+                  peer_timeout: 0
+";
+    assert!(backup.starts_with(expected_head), "{backup}");
+    for key in [
+        "route:\n-     net: tcp5\n      gateway: 127.0.47.9@tcp\n      hop: 2\n      priority: 1\n",
+        "-     net: tcp6\n      gateway: 127.0.48.9@tcp1\n      hop: -1\n      priority: 0\n",
+        "-     primary nid: 127.0.47.50@tcp\n      Multi-Rail: true\n      peer ni:\n      -     nid: 127.0.47.50@tcp\n      -     nid: 127.0.48.50@tcp1\n",
+        "routing:\n    enable: 1\nbuffers:\n    tiny: 256\n    small: 512\n    large: 32\nglobal:\n",
+        "    drop_asym_route: 1\n    retry_count: 1\n    transaction_timeout: 40\n",
+        "            CPT: \"[",
+    ] {
+        assert!(backup.contains(key), "{key:?} in\n{backup}");
+    }
+    for live in [
+        "nid: 127.0.47.1@tcp",
+        "status:",
+        "statistics:",
+        "state:",
+        "net type: lo",
+        "cpt[",
+    ] {
+        assert!(!backup.contains(live), "{live:?} in a backup:\n{backup}");
+    }
+    // It reads back as an lnetctl export document.
+    let parsed = lnet::config::parse(&backup).unwrap();
+    assert_eq!(parsed.to_yaml(), backup);
+
+    // The full form: lo, NIDs, counters, route state, the pools per CPT.
+    let (ok, full, err) = run(API_A, &ca, READER, &["export"]).await;
+    assert!(ok, "{full}{err}");
+    for key in [
+        "-     net type: lo\n",
+        "      -     nid: 127.0.47.1@tcp\n            status: up\n",
+        "            statistics:\n",
+        "            health stats:\n",
+        "            dev cpt: ",
+        "      state: ",
+        "      type: multi-hop\n",
+        "      peer state: ",
+        "routing:\n    - cpt[0]:\n",
+    ] {
+        assert!(full.contains(key), "{key:?} in\n{full}");
+    }
+    lnet::config::parse(&full).unwrap();
+
+    // REST: the same document; a bad `backup` is a 400.
+    let pem = std::fs::read(&ca).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let resp = client
+        .get(format!("https://127.0.0.1:{API_A}/api/v1/export?backup=1"))
+        .bearer_auth(READER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/yaml");
+    assert_eq!(resp.text().await.unwrap(), backup);
+    let resp = client
+        .get(format!(
+            "https://127.0.0.1:{API_A}/api/v1/export?backup=yes"
+        ))
+        .bearer_auth(READER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+
+    // export FILE writes the file and prints nothing.
+    let file = dir.path().join("a-backup.yaml");
+    let file_arg = file.to_str().unwrap();
+    let (ok, out, err) = run(API_A, &ca, READER, &["export", file_arg, "--backup"]).await;
+    assert!(ok && out.is_empty(), "{out}{err}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), backup);
+
+    // import needs an admin token: refused item by item, nothing applied.
+    let (ok, _, err) = run(API_B, &ca, READER, &["import", file_arg]).await;
+    assert!(!ok);
+    assert!(err.starts_with("add:\n    - "), "{err}");
+    assert!(err.contains("errno: -1\n"), "{err}");
+    let (_, b_before, _) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    assert!(!b_before.contains("\nroute:\n"), "{b_before}");
+
+    // import into the fresh router: silent, and its export is the same document.
+    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", file_arg]).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.is_empty(), "{out}");
+    let (ok, b_backup, err) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    assert!(ok, "{err}");
+    assert_eq!(b_backup, backup);
+    // Each change was an admin event of the API's own handlers.
+    let actions = admin_actions(&client, API_B).await;
+    for action in [
+        "set_global",
+        "set_buffers",
+        "set_routing",
+        "add_peer",
+        "add_route",
+    ] {
+        assert!(actions.iter().any(|a| a == action), "{action}: {actions:?}");
+    }
+
+    // import --show: what the node has for the file's items, as lnetctl prints them.
+    let (ok, shown, err) = run(API_B, &ca, READER, &["import", "--show", file_arg]).await;
+    assert!(ok, "{err}");
+    assert!(
+        shown.contains("      -     nid: 127.0.47.2@tcp\n"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("-     net: tcp5\n      gateway: 127.0.47.9@tcp\n      hop: 2\n"),
+        "{shown}"
+    );
+    assert!(shown.contains("    retry_count: 1\n"), "{shown}");
+
+    // Kept in the store: restarted, B exports the same again.
+    support::sigterm(b.pid());
+    let (status, _, _) = b.wait_exit().await;
+    assert!(status.success(), "{status}");
+    drop(b);
+    let b = start(dir.path(), "b", 2, API_B, "", &tls).await;
+    let (ok, again, err) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    assert!(ok, "{err}");
+    assert_eq!(again, backup);
+
+    // What cannot be applied at run time is refused, named, and the rest applied: a net
+    // the node lacks, a net whose tunables differ, a UDSP rule; the route goes in.
+    let mixed = dir.path().join("mixed.yaml");
+    std::fs::write(
+        &mixed,
+        "net:
+    - net type: tcp9
+      local NI(s):
+        - interfaces:
+              0: eth9
+    - net type: tcp1
+      local NI(s):
+        - tunables:
+              peer_timeout: 0
+              peer_credits: 99
+              peer_buffer_credits: 0
+              credits: 256
+route:
+    - net: tcp7
+      gateway: 127.0.47.7@tcp
+    - net: tcp5
+      gateway: 127.0.47.9@tcp
+udsp:
+    - src: tcp
+      priority: 1
+",
+    )
+    .unwrap();
+    let mixed_arg = mixed.to_str().unwrap();
+    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", mixed_arg]).await;
+    assert!(!ok, "{out}{err}");
+    assert!(
+        err.starts_with("add:\n    - net:\n          errno: -95\n          descr: \"net tcp9: "),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "    - net:\n          errno: -95\n          descr: \"net tcp1: NI 0: tunables differ"
+        ),
+        "{err}"
+    );
+    // The route that exists already: EEXIST, as lnetctl.
+    assert!(
+        err.contains("    - route:\n          errno: -17\n          descr: \"route to tcp5 via 127.0.47.9@tcp: "),
+        "{err}"
+    );
+    assert!(err.contains("    - udsp:\n          errno: -95\n"), "{err}");
+    let (_, routes, _) = run(API_B, &ca, READER, &["route", "show", "--net", "tcp7"]).await;
+    assert!(routes.contains("gateway: 127.0.47.7@tcp"), "{routes}");
+
+    // import --del: the file's routes and peers go; routing goes off, as lnetctl; its
+    // nets cannot be deleted at run time: refused, named.
+    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
+    assert!(!ok, "{out}{err}");
+    assert_eq!(
+        err,
+        "del:
+    - net:
+          errno: -95
+          descr: \"net tcp: nets cannot be deleted at run time (configuration file)\"
+    - net:
+          errno: -95
+          descr: \"net tcp1: nets cannot be deleted at run time (configuration file)\"
+"
+    );
+    let (_, after, _) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    assert!(!after.contains("tcp5"), "{after}");
+    assert!(!after.contains("127.0.47.50@tcp"), "{after}");
+    assert!(after.contains("-     net: tcp7\n"), "{after}");
+    assert!(after.contains("routing:\n    enable: 0\n"), "{after}");
+    // Deleting again: each item is not found.
+    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
+    assert!(!ok);
+    assert!(
+        err.contains("    - route:\n          errno: -2\n          descr: \"route to tcp5 via 127.0.47.9@tcp: "),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "    - peer_ni:\n          errno: -2\n          descr: \"peer 127.0.47.50@tcp: "
+        ),
+        "{err}"
+    );
+
+    // A file that cannot be read, or is not an export document: lnetctl's builder error,
+    // naming the file or the key; nothing asked of the node.
+    let missing = dir.path().join("missing.yaml");
+    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", missing.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with(
+            "yaml:\n    - builder:\n          errno: -2\n          descr: \"cannot open '"
+        ),
+        "{err}"
+    );
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "route:\n    - net: tcp5\n      gateway: 127.0.47.9@tcp\n      hops: 2\n",
+    )
+    .unwrap();
+    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", bad.to_str().unwrap()]).await;
+    assert!(!ok);
+    assert!(
+        err.starts_with("yaml:\n    - builder:\n          errno: -22\n"),
+        "{err}"
+    );
+    assert!(err.contains("hops"), "{err}");
+    drop(b);
+}
