@@ -42,7 +42,7 @@ pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
 pub use node::{
     BadPeerReason, DiscoveredPeer, FailReason, ForwardingCounts, GetRequest, LndStartError, MdSpec,
-    MsgEvent, MsgEventKind, Node, NodeConfig, NodeError, NodeHandler, Outcome, PeerBusyReason,
-    PeerView, PingReply, PutRequest, Transaction,
+    MsgEvent, MsgEventKind, NiCredits, Node, NodeConfig, NodeError, NodeHandler, Outcome,
+    PeerBusyReason, PeerView, PingReply, PutRequest, Transaction,
 };
 pub use node::{NetAdvert, RouteView, RoutingShow};

@@ -69,7 +69,8 @@ mod select;
 mod send;
 mod txn;
 
-pub use config::NodeConfig;
+use config::NetCredits;
+pub use config::{NiCredits, NodeConfig};
 pub use discovery::{DiscoveredPeer, PingFailure, PingReply};
 pub use error::{BadPeerReason, LndStartError, NodeError, PeerBusyReason};
 pub use fast_path::ForwardingCounts;
@@ -90,7 +91,7 @@ use bytes::Bytes;
 use lnd::{RxMessage, TxCompletion, TxId};
 use lnet::recovery::{RecoveryConfig, RecoveryKind};
 use lnet::time::Millis;
-use lnet::{Header, Nid, WireHandle};
+use lnet::{Header, Net, Nid, WireHandle};
 use tokio::sync::{mpsc, watch};
 
 use crate::clock::Clock;
@@ -215,6 +216,8 @@ pub struct LnetActor {
     routes: Routes,
     /// Traffic the forwarding path heard, for the net check.
     path_heard: publish::PathHeard,
+    /// Each local net's credits for its peer NIs, as its first NI brought them.
+    net_credits: HashMap<Net, NetCredits>,
 }
 
 impl std::fmt::Debug for LnetActor {

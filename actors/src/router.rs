@@ -15,7 +15,8 @@
 
 use actix::prelude::*;
 use lnet::rtrbuf::{BufferError, Grant, PeerRtrCredits, PoolStats, Requested, RouterBuffers};
-use lnet::Nid;
+use lnet::{Net, Nid};
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
@@ -58,7 +59,26 @@ pub enum Reservation {
 
 /// The router buffers of a node, one set of pools per CPT. See the module documentation.
 pub struct RouterPools {
-    cpts: Vec<Mutex<RouterBuffers<Nid, Waiter>>>,
+    cpts: Vec<Mutex<CptPools>>,
+}
+
+/// One CPT's pools, and the router-buffer credits the peer NIs of each local net get.
+struct CptPools {
+    buffers: RouterBuffers<Nid, Waiter>,
+    net_credits: FxHashMap<Net, u32>,
+}
+
+impl std::ops::Deref for CptPools {
+    type Target = RouterBuffers<Nid, Waiter>;
+    fn deref(&self) -> &Self::Target {
+        &self.buffers
+    }
+}
+
+impl std::ops::DerefMut for CptPools {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.buffers
+    }
 }
 
 impl std::fmt::Debug for RouterPools {
@@ -71,12 +91,33 @@ impl std::fmt::Debug for RouterPools {
 
 impl RouterPools {
     /// Pools of `per_cpt` buffers (tiny, small, large) on each of `ncpts` CPTs, and
-    /// `peer_credits` router-buffer credits per peer NI.
+    /// `peer_credits` router-buffer credits per peer NI of a net with none of its own
+    /// ([`RouterPools::set_net_credits`]).
     pub fn new(per_cpt: [u32; 3], ncpts: usize, peer_credits: u32) -> RouterPools {
         RouterPools {
             cpts: (0..ncpts.max(1))
-                .map(|_| Mutex::new(RouterBuffers::new(per_cpt, peer_credits)))
+                .map(|_| {
+                    Mutex::new(CptPools {
+                        buffers: RouterBuffers::new(per_cpt, peer_credits),
+                        net_credits: FxHashMap::default(),
+                    })
+                })
                 .collect(),
+        }
+    }
+
+    /// The router-buffer credits of each peer NI on local net `net` (the net's
+    /// `peer_buffer_credits`, else its `peer_credits`, as the kernel's
+    /// `lnet_peer_buffer_credits`; none: the default of these pools), given to a peer NI
+    /// when it first sends.
+    pub fn set_net_credits(&self, net: Net, credits: Option<u32>) {
+        for cpt in 0..self.cpts.len() {
+            if let Some(mut c) = self.lock(cpt) {
+                match credits {
+                    Some(n) => c.net_credits.insert(net, n),
+                    None => c.net_credits.remove(&net),
+                };
+            }
         }
     }
 
@@ -86,7 +127,7 @@ impl RouterPools {
         usize::try_from(peer.nidhash()).unwrap_or(0) % n
     }
 
-    fn lock(&self, cpt: usize) -> Option<MutexGuard<'_, RouterBuffers<Nid, Waiter>>> {
+    fn lock(&self, cpt: usize) -> Option<MutexGuard<'_, CptPools>> {
         self.cpts
             .get(cpt)
             .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
@@ -100,7 +141,11 @@ impl RouterPools {
         let Some(mut b) = self.lock(cpt) else {
             return Reservation::Refused(BufferError::TooLarge { len });
         };
-        match b.request(peer, len, tx) {
+        let requested = match b.net_credits.get(&peer.net).copied() {
+            Some(credits) => b.request_with_credits(peer, credits, len, tx),
+            None => b.request(peer, len, tx),
+        };
+        match requested {
             Requested::Granted(_, grant) => Reservation::Granted(Ticket { cpt, grant }),
             Requested::Waiting => Reservation::Waiting(rx),
             Requested::Refused(_, e) => Reservation::Refused(e),

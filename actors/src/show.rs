@@ -260,7 +260,7 @@ impl Node {
     /// each NI with its live counters, health value, status and credits.
     pub async fn net_show(&self) -> Result<NetShow, NodeError> {
         let nis = self.local_nis().await?;
-        let (peer_credits, peer_buffer_credits, n_cpts) = self.show_settings().await?;
+        let (net_credits, n_cpts) = self.show_settings().await?;
         let udsp = self.udsp().await?;
         let advertised: BTreeMap<Nid, bool> = self
             .ping_info()
@@ -275,10 +275,11 @@ impl Node {
             nis: vec![lo_ni(n_cpts)],
         }];
         for v in &nis {
+            let credits = net_credits.get(&v.nid.net);
             let st = NiShowState {
                 udsp: &udsp,
-                peer_credits,
-                peer_buffer_credits,
+                peer_credits: credits.map_or(0, |c| c.peer_credits),
+                peer_buffer_credits: credits.map_or(0, |c| c.peer_buffer_credits),
                 description: self.ni_description(&v.nid),
                 n_cpts,
                 advertised_up: advertised.get(&v.nid).copied().unwrap_or(false),

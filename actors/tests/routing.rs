@@ -1022,3 +1022,70 @@ async fn a_discovery_push_handed_over_by_a_router_is_not_taken_for_the_routers_o
     .await
     .unwrap();
 }
+
+/// cfg-credits: a net's `peer_credits` and `peer_buffer_credits` tunables are its peer
+/// NIs' tx credits and router-buffer credits (as the kernel takes them from the peer NI's
+/// net); a net without them gets the node's defaults. `net show` prints each net's own.
+#[actix::test]
+async fn a_nets_peer_credits_tunables_are_its_peer_nis_tx_and_router_buffer_credits() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r1 = Node::start(config(true, None));
+        let tcp = actors::NiCredits {
+            credits: 64,
+            peer_credits: Some(16),
+            peer_buffer_credits: Some(4),
+        };
+        r1.add_ni::<Fab>(FabricConfig::new(&fabric, nid(R1A)), tcp)
+            .await
+            .unwrap();
+        r1.add_ni::<Fab>(FabricConfig::new(&fabric, nid(R1B)), 64)
+            .await
+            .unwrap();
+        let a = start(&fabric, config(false, None), &[A]).await;
+        let b = start(&fabric, config(false, None), &[B]).await;
+        a.add_route(route("tcp1", R1A)).await.unwrap();
+        b.add_route(route("tcp", R1B)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _md = b.attach(md()).await.unwrap();
+        let got = a.put(put_of(B, 100, 1)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        let got = b.put(put_of(A, 100, 2)).await.unwrap().finish().await;
+        assert_eq!(got[0].kind, MsgEventKind::Send, "{got:?}");
+
+        assert_eq!(
+            peer_ni(&r1, A).await.max_tx_credits,
+            16,
+            "tcp's peer_credits"
+        );
+        assert_eq!(
+            peer_ni(&r1, B).await.max_tx_credits,
+            8,
+            "the node's default"
+        );
+        let routing = r1.routing_show().await.unwrap();
+        let rtr = |n: &str| {
+            routing
+                .buffers
+                .peers
+                .iter()
+                .find(|(p, _)| *p == nid(n))
+                .map(|(_, c)| c.max)
+        };
+        assert_eq!(rtr(A), Some(4), "tcp's peer_buffer_credits");
+        assert_eq!(rtr(B), Some(8), "no peer_buffer_credits: the peer_credits");
+        let show = r1.net_show().await.unwrap();
+        let tunables = |n: &str| {
+            show.nets
+                .iter()
+                .flat_map(|net| &net.nis)
+                .find(|ni| ni.nid == nid(n))
+                .map(|ni| (ni.tunables.peer_credits, ni.tunables.peer_buffer_credits))
+        };
+        assert_eq!(tunables(R1A), Some((16, 4)));
+        assert_eq!(tunables(R1B), Some((8, 0)));
+    })
+    .await
+    .unwrap();
+}

@@ -238,10 +238,23 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     /// A message of `len` payload bytes from `peer` wants a buffer: it gets one now, or
     /// waits (its token comes back from [`Self::release`] when it has one), or is refused.
     pub fn request(&mut self, peer: P, len: u32, token: T) -> Requested<T, P> {
+        self.request_with_credits(peer, self.peer_credits, len, token)
+    }
+
+    /// [`Self::request`] from a peer NI whose net gives its peers `credits` router-buffer
+    /// credits (its `peer_buffer_credits`, else its `peer_credits`), rather than the
+    /// default of these buffers; they are set when the peer NI first sends.
+    pub fn request_with_credits(
+        &mut self,
+        peer: P,
+        credits: u32,
+        len: u32,
+        token: T,
+    ) -> Requested<T, P> {
         let Some(pool) = PoolKind::for_payload(len) else {
             return Requested::Refused(token, BufferError::TooLarge { len });
         };
-        let max = self.peer_credits;
+        let max = credits.max(1);
         let state = self.peers.entry(peer.clone()).or_insert_with(|| {
             let c = i32::try_from(max).unwrap_or(i32::MAX);
             PeerState {

@@ -90,6 +90,8 @@ pub struct TcpNi {
     pub credits: Option<u32>,
     /// Per-peer tx credits (`tunables: peer_credits`), when given.
     pub peer_credits: Option<u32>,
+    /// Per-peer router-buffer credits (`tunables: peer_buffer_credits`), when given.
+    pub peer_buffer_credits: Option<u32>,
     /// `lnd tunables: conns_per_peer`, when given.
     pub conns_per_peer: Option<u32>,
     /// The interface it was configured on (`interfaces: 0:`), whose link is watched.
@@ -103,6 +105,8 @@ pub struct O2ibNi {
     pub nid: Nid,
     /// `tunables: peer_credits`, when given.
     pub peer_credits: Option<u32>,
+    /// `tunables: peer_buffer_credits`, when given.
+    pub peer_buffer_credits: Option<u32>,
     /// `tunables: credits`, when given.
     pub credits: Option<u32>,
     /// The interface it was configured on.
@@ -387,6 +391,7 @@ fn tcp_nis(
                 peer_port: port,
                 credits: tunables.and_then(|t| positive(t.credits)),
                 peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
+                peer_buffer_credits: tunables.and_then(|t| positive(t.peer_buffer_credits)),
                 conns_per_peer: ni
                     .lnd_tunables
                     .as_ref()
@@ -440,6 +445,7 @@ fn o2ib_nis(
             out.push(O2ibNi {
                 nid,
                 peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
+                peer_buffer_credits: tunables.and_then(|t| positive(t.peer_buffer_credits)),
                 credits: tunables.and_then(|t| positive(t.credits)),
                 interface: ni.interfaces.first().cloned(),
             });

@@ -419,6 +419,11 @@ async fn start(
             })
         })?;
         let at = lnd.local_addr().unwrap_or(ni.listen);
+        let credits = actors::NiCredits {
+            credits,
+            peer_credits: ni.peer_credits,
+            peer_buffer_credits: ni.peer_buffer_credits,
+        };
         node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
             .await
             .map_err(failed)?;
@@ -441,7 +446,11 @@ async fn start(
         if let Some(pc) = ni.peer_credits.and_then(|v| u16::try_from(v).ok()) {
             c.peer_credits = pc;
         }
-        let credits = ni.credits.unwrap_or(256);
+        let credits = actors::NiCredits {
+            credits: ni.credits.unwrap_or(256),
+            peer_credits: ni.peer_credits,
+            peer_buffer_credits: ni.peer_buffer_credits,
+        };
         let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
         let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
         let description = crate::describe::o2iblnd(&c, interface);

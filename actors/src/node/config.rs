@@ -67,3 +67,62 @@ impl Default for NodeConfig {
         }
     }
 }
+
+/// The credits a local NI is added with: its own tx credits and, for the peer NIs of its
+/// net, their tx credits and router-buffer credits (its net's `peer_credits` and
+/// `peer_buffer_credits` tunables, as the kernel takes them from the net; none given: the
+/// node's defaults, [`NodeConfig::peer_credits`] and [`NodeConfig::peer_buffer_credits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NiCredits {
+    /// The NI's tx credits (`credits`).
+    pub credits: u32,
+    /// Tx credits of each peer NI on the NI's net (`peer_credits`).
+    pub peer_credits: Option<u32>,
+    /// Router-buffer credits of each peer NI on the NI's net (`peer_buffer_credits`;
+    /// 0: the peer NI's tx credits).
+    pub peer_buffer_credits: Option<u32>,
+}
+
+impl From<u32> for NiCredits {
+    /// An NI with `credits` tx credits and the node's defaults for its peers.
+    fn from(credits: u32) -> NiCredits {
+        NiCredits {
+            credits,
+            peer_credits: None,
+            peer_buffer_credits: None,
+        }
+    }
+}
+
+/// A local net's credits for its peer NIs: their tx credits (`peer_credits`) and the
+/// router-buffer credits as configured (`peer_buffer_credits`, 0: their tx credits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NetCredits {
+    pub(crate) peer_credits: u32,
+    pub(crate) peer_buffer_credits: u32,
+}
+
+impl NodeConfig {
+    /// The credits of the peer NIs of a net whose first NI came with `ni`: the net's own
+    /// tunables, else the node's defaults.
+    pub(crate) fn net_credits(&self, ni: &NiCredits) -> NetCredits {
+        let positive = |v: Option<u32>| v.filter(|v| *v > 0);
+        NetCredits {
+            peer_credits: positive(ni.peer_credits).unwrap_or(self.peer_credits),
+            peer_buffer_credits: positive(ni.peer_buffer_credits)
+                .unwrap_or(self.peer_buffer_credits),
+        }
+    }
+}
+
+impl NetCredits {
+    /// The router-buffer credits of each peer NI (the kernel's
+    /// `lnet_peer_buffer_credits`: `peer_buffer_credits` if set, else `peer_credits`).
+    pub(crate) fn router_credits(&self) -> u32 {
+        if self.peer_buffer_credits > 0 {
+            self.peer_buffer_credits
+        } else {
+            self.peer_credits
+        }
+    }
+}

@@ -17,7 +17,7 @@ use lnet::udsp::UdspPolicy;
 use lnet::{Features, Message as LnetMsg, Net, Nid, PingInfo, WireHandle, PING_MATCHBITS};
 use tokio::sync::{mpsc, watch};
 
-use super::config::NodeConfig;
+use super::config::{NiCredits, NodeConfig};
 use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingReply};
 use super::error::{LndStartError, NodeError};
 use super::fast_path::{ForwardPath, ForwardingCounts};
@@ -120,6 +120,7 @@ impl Node {
             policy: policy_tx,
             routes,
             path_heard: Default::default(),
+            net_credits: HashMap::new(),
         };
         // The LNDs' completions and received messages go straight into the actor.
         let addr = LnetActor::create(move |ctx| {
@@ -181,11 +182,12 @@ impl Node {
         self.clock
     }
 
-    /// Starts an NI on LND `L` with `credits` tx credits; returns its NID.
+    /// Starts an NI on LND `L` with `credits` (its tx credits, and those of its net's
+    /// peer NIs); returns its NID.
     pub async fn add_ni<L: Lnd<Handler = NodeHandler>>(
         &self,
         config: L::Config,
-        credits: u32,
+        credits: impl Into<NiCredits>,
     ) -> Result<Nid, NodeError> {
         let driver = self.start_lnd::<L>(config).await?;
         let nid = driver.nid();
@@ -207,13 +209,17 @@ impl Node {
     }
 
     /// Adds an NI whose LND was started already (with [`Node::handler`] as its handler).
-    pub async fn add_driver(&self, driver: Arc<dyn Driver>, credits: u32) -> Result<(), NodeError> {
+    pub async fn add_driver(
+        &self,
+        driver: Arc<dyn Driver>,
+        credits: impl Into<NiCredits>,
+    ) -> Result<(), NodeError> {
         let nid = driver.nid();
         if let Err(e) = self
             .addr
             .send(AddNi {
                 driver: Arc::clone(&driver),
-                credits,
+                credits: credits.into(),
             })
             .await?
         {
@@ -507,9 +513,11 @@ impl Node {
         Ok(self.addr.send(LinksDown).await?)
     }
 
-    /// The default tx credits of a peer NI, the peer router buffer credits and the number
-    /// of CPTs (for the show documents).
-    pub(crate) async fn show_settings(&self) -> Result<(u32, u32, usize), NodeError> {
+    /// Each local net's `peer_credits` and `peer_buffer_credits`, and the number of CPTs
+    /// (for the show documents).
+    pub(crate) async fn show_settings(
+        &self,
+    ) -> Result<(BTreeMap<Net, super::config::NetCredits>, usize), NodeError> {
         Ok(self.addr.send(ShowSettings).await?)
     }
 

@@ -10,8 +10,9 @@ use lnet::health::HealthValue;
 use lnet::recovery::{RecoveryConfig, RecoveryEntry, RecoveryKind};
 use lnet::tunables::Tunables;
 use lnet::udsp::UdspPolicy;
-use lnet::Nid;
+use lnet::{Net, Nid};
 
+use super::config::{NetCredits, NiCredits};
 use super::discovery::NiStatusChanged;
 use super::error::NodeError;
 use super::{LnetActor, LocalNiEntry};
@@ -23,7 +24,7 @@ use crate::recovery::{Configure, Forget, List};
 #[rtype(result = "Result<(), NodeError>")]
 pub(super) struct AddNi {
     pub(super) driver: Arc<dyn Driver>,
-    pub(super) credits: u32,
+    pub(super) credits: NiCredits,
 }
 
 /// Takes NI `0` out of the node; answers its driver, to be stopped.
@@ -59,10 +60,10 @@ pub(super) struct SetTunables {
 #[rtype(result = "BTreeMap<&'static str, u64>")]
 pub(super) struct Counters;
 
-/// The settings the show documents print: the default peer NI tx credits, the peer
-/// router buffer credits and the number of CPTs.
+/// The settings the show documents print: each local net's credits for its peer NIs,
+/// and the number of CPTs.
 #[derive(Message)]
-#[rtype(result = "(u32, u32, usize)")]
+#[rtype(result = "(BTreeMap<Net, NetCredits>, usize)")]
 pub(super) struct ShowSettings;
 
 /// Replaces the UDSP rules.
@@ -90,9 +91,17 @@ impl Handler<AddNi> for LnetActor {
         }
         let recovery = self.local_recovery.clone().ok_or(NodeError::Stopped)?;
         let driver = Arc::clone(&m.driver);
+        // The net's tunables, as its first NI brings them.
+        if !self.has_net(nid.net) {
+            let credits = self.config.net_credits(&m.credits);
+            self.net_credits.insert(nid.net, credits);
+            self.path
+                .pools
+                .set_net_credits(nid.net, Some(credits.router_credits()));
+        }
         let (actor, view, cell) = LocalNiActor::new(
             m.driver,
-            m.credits,
+            m.credits.credits,
             self.clock,
             self.events.clone(),
             recovery,
@@ -147,6 +156,11 @@ impl Handler<RemoveNi> for LnetActor {
         self.ni_order.retain(|n| *n != nid);
         let last_on_net = !self.has_net(nid.net);
         self.routes.ni_removed(&nid, last_on_net);
+        if last_on_net {
+            // The net's tunables go with it; a net added again brings its own.
+            self.net_credits.remove(&nid.net);
+            self.path.pools.set_net_credits(nid.net, None);
+        }
         if let Some(q) = &self.local_recovery {
             q.do_send(Forget { nid });
         }
@@ -286,8 +300,7 @@ impl Handler<ShowSettings> for LnetActor {
 
     fn handle(&mut self, _: ShowSettings, _ctx: &mut Context<Self>) -> MessageResult<ShowSettings> {
         MessageResult((
-            self.config.peer_credits,
-            self.config.peer_buffer_credits,
+            self.net_credits.iter().map(|(n, c)| (*n, *c)).collect(),
             self.config.cpts.len(),
         ))
     }

@@ -158,13 +158,12 @@ impl LnetActor {
         let Some(recovery) = self.peer_recovery.clone() else {
             return;
         };
-        let (actor, view, cell) = PeerNiActor::new(
-            nid,
-            self.config.peer_credits,
-            self.clock,
-            self.events.clone(),
-            recovery,
-        );
+        let credits = self
+            .net_credits
+            .get(&nid.net)
+            .map_or(self.config.peer_credits, |c| c.peer_credits);
+        let (actor, view, cell) =
+            PeerNiActor::new(nid, credits, self.clock, self.events.clone(), recovery);
         let addr = self.place(actor);
         self.peer_nis.insert(nid, PeerNiEntry { addr, view, cell });
     }
