@@ -26,15 +26,23 @@ use tokio::sync::{mpsc, Semaphore};
 const FRAMES: u32 = 4000;
 const SIZE: usize = 4096;
 
-/// Hands every message it receives to its own NI, for `next`.
+/// Hands every message it receives to its own NI, for `next`; with `credits`, each
+/// message holds one of them from its header until its forwarded send completes, as
+/// router-buffer credits are held.
 struct Forwarder {
     next: Nid,
     lnd: OnceLock<SockLnd<Forwarder>>,
     done: mpsc::UnboundedSender<TxCompletion>,
+    credits: Option<Arc<Semaphore>>,
 }
 
 impl LndHandler for Forwarder {
     async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        if let Some(credits) = &self.credits {
+            if let Ok(p) = credits.acquire().await {
+                p.forget();
+            }
+        }
         RxDecision::Receive(BytesMut::with_capacity(rx.header.payload_length as usize))
     }
 
@@ -55,6 +63,9 @@ impl LndHandler for Forwarder {
     }
 
     fn on_send_complete(&self, done: TxCompletion) {
+        if let Some(credits) = &self.credits {
+            credits.add_permits(1);
+        }
         let _ = self.done.send(done);
     }
 }
@@ -112,6 +123,7 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
         next: b.nid(),
         lnd: OnceLock::new(),
         done: done_tx,
+        credits: None,
     });
     let mut rcfg = config("127.0.0.42", 20019);
     // Every frame on one connection: their order is kept end to end.
@@ -179,6 +191,92 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
     // The rest of a write cut short is written by the writer task.
     assert!(writes.by_writer_task >= writes.cut_short, "{writes:?}");
     // Nothing else arrived.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(msgs.try_recv().is_err());
+    a.lnd.stop().await;
+    b.stop().await;
+}
+
+/// A read brings more frames than the forwarder's credits let through: while a header
+/// waits for a credit, the reader writes what it forwarded as the start of more (its
+/// completions give the credits back) and asks again; the last write or a push sends it
+/// all. Every frame arrives, in order, and every send completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_that_wait_for_credits_are_written_as_the_start_of_more_and_all_arrive() {
+    const CREDITS: usize = 8;
+    const SMALL: u32 = 3000;
+    let gate = Arc::new(Semaphore::new(SMALL as usize + 1));
+    let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
+    let b = SockLnd::start(
+        config("127.0.0.46", 20019),
+        Arc::new(Gated {
+            gate,
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    let (done_tx, mut forwarded) = mpsc::unbounded_channel();
+    let forwarder = Arc::new(Forwarder {
+        next: b.nid(),
+        lnd: OnceLock::new(),
+        done: done_tx,
+        credits: Some(Arc::new(Semaphore::new(CREDITS))),
+    });
+    let mut rcfg = config("127.0.0.45", 20019);
+    rcfg.min_bulk = 2 << 20;
+    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
+    let rn = r.nid();
+    let _ = forwarder.lnd.set(r);
+    let r = forwarder.lnd.get().unwrap();
+    let mut acfg = config("127.0.0.44", 20019);
+    acfg.min_bulk = 2 << 20;
+    let mut a = Node::start(acfg).await;
+    let an = a.nid();
+    let small = |i: u32| {
+        let payload = pattern(16, i as u8);
+        let mut header = put(an, rn, &payload, false);
+        if let lnet::Message::Put { offset, .. } = &mut header.msg {
+            *offset = i;
+        }
+        TxRequest {
+            id: TxId(u64::from(i)),
+            peer: rn,
+            header,
+            payload,
+        }
+    };
+    a.lnd.send(small(SMALL)).await.unwrap();
+    assert!(matches!(
+        next_unbounded(&mut msgs).await.header.msg,
+        lnet::Message::Put { offset, .. } if offset == SMALL
+    ));
+    wait_conns(&a.lnd, rn, 3).await;
+    wait_conns(r, b.nid(), 3).await;
+
+    let before = r.stats().writes;
+    for i in 0..SMALL {
+        a.lnd.send(small(i)).await.unwrap();
+    }
+    for i in 0..SMALL {
+        let m = next_unbounded(&mut msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert_eq!(offset, i, "frames out of order");
+        assert_eq!(m.payload, pattern(16, i as u8), "frame {i} damaged");
+    }
+    for _ in 0..=SMALL {
+        assert_eq!(
+            next_unbounded(&mut forwarded).await.status,
+            HealthStatus::Ok
+        );
+    }
+    let writes = r.stats().writes;
+    assert!(
+        writes.more > before.more,
+        "no read brought more frames than the credits: {writes:?}"
+    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(msgs.try_recv().is_err());
     a.lnd.stop().await;

@@ -67,6 +67,10 @@ pub struct WireArgs {
     /// Most frames the source queues that TCP has not taken yet (socklnd `peer_credits`).
     #[arg(long, default_value_t = 8)]
     pub peer_credits: usize,
+    /// The router's `peer_credits` tunable on both nets (its peer NIs' tx and
+    /// router-buffer credits); default: the kernel's default, 8.
+    #[arg(long)]
+    pub router_peer_credits: Option<u32>,
     /// CPU counts the relay and the router are pinned to, in turn (default: all, then 1).
     #[arg(long, value_delimiter = ',')]
     pub cores: Vec<usize>,
@@ -161,6 +165,8 @@ pub struct WireReport {
     pub bulk_window: usize,
     /// Frames queued ahead of TCP at most.
     pub peer_credits: usize,
+    /// The router's `peer_credits` (none: the default, 8).
+    pub router_peer_credits: Option<u32>,
     /// Per path.
     pub paths: Vec<PathReport>,
     /// Ratios.
@@ -203,15 +209,25 @@ struct Path {
     process: Option<Process>,
 }
 
-fn router_yaml(near: Nid, far: Nid, port: u16) -> String {
+fn router_yaml(near: Nid, far: Nid, port: u16, peer_credits: Option<u32>) -> String {
+    let tunables = peer_credits.map_or(String::new(), |pc| {
+        format!(
+            "
+          tunables:
+              peer_timeout: 180
+              peer_credits: {pc}
+              peer_buffer_credits: 0
+              credits: 256"
+        )
+    });
     format!(
         "net:
     - net type: tcp
       local NI(s):
-        - nid: {near}
+        - nid: {near}{tunables}
     - net type: tcp1
       local NI(s):
-        - nid: {far}
+        - nid: {far}{tunables}
 routing:
     enable: 1
 lnet-router:
@@ -290,11 +306,13 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
     let (dst, far) = (pid_at(59, 1, "tcp1")?, pid_at(59, 2, "tcp1")?);
     let sink = Sink::start(dst, src, args.port)?;
     let config = dir.join("router.yaml");
-    std::fs::write(&config, router_yaml(near.nid, far.nid, args.port)).map_err(|source| {
-        BenchError::Io {
-            what: format!("write {}", config.display()),
-            source,
-        }
+    std::fs::write(
+        &config,
+        router_yaml(near.nid, far.nid, args.port, args.router_peer_credits),
+    )
+    .map_err(|source| BenchError::Io {
+        what: format!("write {}", config.display()),
+        source,
     })?;
     let mut cmd = Command::new(&args.router_bin);
     cmd.arg("run")
@@ -476,6 +494,11 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     );
     println!("wire: {sharing}; load {loadavg_start}");
     println!("wire: relay = {}", args.relay.describe());
+    println!(
+        "wire: router peer_credits = {} (its peer NIs' tx and router-buffer credits)",
+        args.router_peer_credits
+            .map_or("8, the default".to_string(), |pc| pc.to_string())
+    );
     let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
         what: "create a temporary directory".into(),
         source,
@@ -568,6 +591,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         rate_window: args.rate_window,
         bulk_window: args.bulk_window,
         peer_credits: args.peer_credits,
+        router_peer_credits: args.router_peer_credits,
         paths: reports,
         ratios,
         pings_answered,

@@ -35,15 +35,28 @@ fn medians_skip_missing_cpu_times() {
 
 #[test]
 fn the_router_config_names_both_nis_and_routes() {
-    let y = router_yaml(
-        "127.0.58.2@tcp".parse().unwrap(),
-        "127.0.59.2@tcp1".parse().unwrap(),
-        25800,
-    );
+    let near = "127.0.58.2@tcp".parse().unwrap();
+    let far = "127.0.59.2@tcp1".parse().unwrap();
+    let y = router_yaml(near, far, 25800, None);
     assert!(y.contains("nid: 127.0.58.2@tcp\n"));
     assert!(y.contains("nid: 127.0.59.2@tcp1\n"));
     assert!(y.contains("enable: 1"));
     assert!(y.contains("acceptor_port: 25800"));
+    let config = lnet::config::parse(&y).unwrap();
+    assert!(config
+        .nets
+        .iter()
+        .flat_map(|n| &n.local_nis)
+        .all(|ni| ni.tunables.is_none()));
+    // With the router's peer_credits, both nets carry them.
+    let tuned = lnet::config::parse(&router_yaml(near, far, 25800, Some(64))).unwrap();
+    let credits: Vec<_> = tuned
+        .nets
+        .iter()
+        .flat_map(|n| &n.local_nis)
+        .map(|ni| ni.tunables.as_ref().map(|t| t.peer_credits))
+        .collect();
+    assert_eq!(credits, [Some(64), Some(64)]);
 }
 
 #[test]

@@ -302,22 +302,27 @@ impl<H: LndHandler> Writer<H> {
         result
     }
 
-    /// Hands `buf` to the socket without blocking, as the start of more (`MSG_MORE`, as
-    /// the kernel's socklnd sends while more is queued): TCP holds what does not fill a
-    /// segment until [`Writer::push`] or a write without it.
-    fn send_more(&self, buf: &[u8]) -> io::Result<usize> {
+    /// Hands `buf` to the socket without blocking. With `more`, as the start of more
+    /// (`MSG_MORE`, as the kernel's socklnd sends while more is queued): TCP holds what
+    /// does not fill a segment until the next write without it or [`Writer::push`].
+    fn send(&self, buf: &[u8], more: bool) -> io::Result<usize> {
         let stream: &tokio::net::TcpStream = self.half.as_ref();
+        let flags = if more {
+            libc::MSG_MORE | libc::MSG_NOSIGNAL
+        } else {
+            libc::MSG_NOSIGNAL
+        };
         stream.try_io(tokio::io::Interest::WRITABLE, || {
-            socket2::SockRef::from(stream).send_with_flags(buf, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+            socket2::SockRef::from(stream).send_with_flags(buf, flags)
         })
     }
 
     /// One round of writes that never blocks: the small frames at the head of the queue,
-    /// as far as the socket takes them; the rest, or the error, goes to the writer task.
-    /// Whether another round may follow.
-    fn write_round(&self, batch: &mut Vec<WriteItem>) -> bool {
+    /// as far as the socket takes them (`more`: as the start of more); the rest, or the
+    /// error, goes to the writer task.
+    fn write_round(&self, batch: &mut Vec<WriteItem>, more: bool) -> RoundEnd {
         if !self.outbox.take_now(batch, COALESCE_BYTES) {
-            return false;
+            return RoundEnd::Idle;
         }
         let mut out = Coalesced::default();
         let mut sent = Vec::with_capacity(batch.len());
@@ -343,13 +348,13 @@ impl<H: LndHandler> Writer<H> {
                 if !self.parts.progress.start(*first, *last) {
                     // Closed meanwhile: the peer task settles these sends.
                     self.outbox.release(None, None);
-                    return false;
+                    return RoundEnd::Idle;
                 }
             }
         }
         let mut off = 0usize;
         while failed.is_none() && off < out.bytes.len() {
-            match self.send_more(out.bytes.get(off..).unwrap_or_default()) {
+            match self.send(out.bytes.get(off..).unwrap_or_default(), more) {
                 Ok(0) => failed = Some(ConnEnd::WriteFailed(io::ErrorKind::WriteZero.into())),
                 Ok(n) => off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -364,29 +369,43 @@ impl<H: LndHandler> Writer<H> {
                 .map(|(seq, _)| *seq),
         );
         let rest = (off < out.bytes.len() && failed.is_none()).then(|| out.split_off_rest(off));
-        self.parts.counts.by_reader(rest.is_some());
+        self.parts.counts.by_reader(rest.is_some(), more);
         self.completed(&mut sent);
         let stop = rest.is_some() || failed.is_some();
         if self.outbox.release(rest, failed) {
             if stop {
                 self.outbox.wake.notify_one();
-                return false;
+                return RoundEnd::Done;
             }
-            return true;
+            return RoundEnd::Again;
         }
-        false
+        RoundEnd::Done
     }
 }
 
+/// How a round of non-blocking writes ended.
+enum RoundEnd {
+    /// Nothing was written: nothing queued, or the write turn is someone else's.
+    Idle,
+    /// Written; more was queued meanwhile, for another round.
+    Again,
+    /// Written; nothing more for now, or the rest is the writer task's.
+    Done,
+}
+
 impl<H: LndHandler> batch::WriteNow for Writer<H> {
-    fn write_now(&self) {
+    fn write_now(&self, more: bool) -> bool {
         let mut batch = Vec::new();
+        let mut wrote = false;
         for _ in 0..INLINE_ROUNDS {
-            if !self.write_round(&mut batch) {
-                return;
+            match self.write_round(&mut batch, more) {
+                RoundEnd::Idle => return wrote,
+                RoundEnd::Done => return true,
+                RoundEnd::Again => wrote = true,
             }
         }
         self.outbox.wake.notify_one();
+        wrote
     }
 
     fn push(&self) {
@@ -607,7 +626,7 @@ impl<H: LndHandler> Reader<H> {
             if let Poll::Ready(d) = now {
                 return d;
             }
-            if !batch::write_noted() {
+            if !batch::write_noted(true) {
                 break;
             }
         }

@@ -191,6 +191,9 @@ pub struct WriteCounts {
     /// Of those a reader started, rounds the socket did not take whole: the rest went to
     /// the writer task.
     pub cut_short: u64,
+    /// Of those a reader started, rounds written as the start of more (`MSG_MORE`: while
+    /// a frame it read waited for a credit or a buffer).
+    pub more: u64,
 }
 
 /// The live write counters of one NI.
@@ -199,14 +202,19 @@ pub(crate) struct WriteCounters {
     by_reader: AtomicU64,
     by_writer_task: AtomicU64,
     cut_short: AtomicU64,
+    more: AtomicU64,
 }
 
 impl WriteCounters {
-    /// A round written by a reader; `cut_short` if the socket did not take all of it.
-    pub(crate) fn by_reader(&self, cut_short: bool) {
+    /// A round written by a reader; `cut_short` if the socket did not take all of it,
+    /// `more` if written as the start of more.
+    pub(crate) fn by_reader(&self, cut_short: bool, more: bool) {
         self.by_reader.fetch_add(1, Ordering::Relaxed);
         if cut_short {
             self.cut_short.fetch_add(1, Ordering::Relaxed);
+        }
+        if more {
+            self.more.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -220,6 +228,7 @@ impl WriteCounters {
             by_reader: self.by_reader.load(Ordering::Relaxed),
             by_writer_task: self.by_writer_task.load(Ordering::Relaxed),
             cut_short: self.cut_short.load(Ordering::Relaxed),
+            more: self.more.load(Ordering::Relaxed),
         }
     }
 }

@@ -8,11 +8,12 @@
 //! queued on a connection goes out in one write. What cannot be written without waiting
 //! is left to that connection's writer task ([`WriteNow::hand_off`]).
 //!
-//! A send's completion may free the credit that the next frame for the same connection
-//! waits for, so one flush may write a connection in several rounds. Those writes tell
-//! TCP that more follows (`MSG_MORE`); once the flush is over, each connection it wrote is
-//! pushed ([`WriteNow::push`]), so the rounds leave as one burst and wake the receiver
-//! once.
+//! A send's completion may free the credit that the next frame read waits for, so a
+//! reader may write a connection in several rounds before it reads again: while a
+//! frame's decision waits, the rounds tell TCP that more follows (`MSG_MORE`,
+//! [`write_noted`] with `more`); the flush before the next read writes without it, which
+//! sends everything, and pushes ([`WriteNow::push`]) any connection it did not write. So
+//! the rounds leave as one burst and wake the receiver once.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -26,12 +27,13 @@ const FLUSH_ROUNDS: usize = 8;
 
 /// A connection that can be written without waiting.
 pub(crate) trait WriteNow: Send + Sync {
-    /// Writes what is queued, as far as the socket takes it without blocking; hands the
-    /// rest to the connection's writer task.
-    fn write_now(&self);
+    /// Writes what is queued, as far as the socket takes it without blocking (`more`: as
+    /// the start of more, which TCP may hold until a write without it); hands the rest to
+    /// the connection's writer task. Whether it wrote anything.
+    fn write_now(&self, more: bool) -> bool;
     /// Hands what is queued to the connection's writer task.
     fn hand_off(&self);
-    /// Sends what the writes of this flush left in the socket, waiting for more.
+    /// Sends what writes as the start of more left in the socket.
     fn push(&self);
 }
 
@@ -41,8 +43,8 @@ struct Pending {
     depth: u32,
     /// Connections to write.
     connections: Vec<Arc<dyn WriteNow>>,
-    /// Connections written since the last push.
-    written: Vec<Arc<dyn WriteNow>>,
+    /// Connections last written as the start of more: to push.
+    corked: Vec<Arc<dyn WriteNow>>,
 }
 
 thread_local! {
@@ -76,8 +78,9 @@ fn take_noted() -> Vec<Arc<dyn WriteNow>> {
 }
 
 /// Writes the connections noted on this thread, round after round while the writes'
-/// completions note more, without pushing them; whether it wrote any.
-pub(crate) fn write_noted() -> bool {
+/// completions note more (`more`: as the start of more, to be pushed by the next
+/// [`flush`]); whether it wrote any.
+pub(crate) fn write_noted(more: bool) -> bool {
     let mut any = false;
     for _ in 0..FLUSH_ROUNDS {
         let list = take_noted();
@@ -86,14 +89,19 @@ pub(crate) fn write_noted() -> bool {
         }
         any = true;
         for conn in list {
-            conn.write_now();
+            let wrote = conn.write_now(more);
             PENDING.with(|p| {
                 if let Ok(mut p) = p.try_borrow_mut() {
                     let same = |w: &Arc<dyn WriteNow>| {
                         std::ptr::addr_eq(Arc::as_ptr(w), Arc::as_ptr(&conn))
                     };
-                    if !p.written.iter().any(same) {
-                        p.written.push(conn);
+                    if more && wrote {
+                        if !p.corked.iter().any(same) {
+                            p.corked.push(conn);
+                        }
+                    } else if wrote {
+                        // A write without `MSG_MORE` sends what waited too.
+                        p.corked.retain(|w| !same(w));
                     }
                 }
             });
@@ -102,19 +110,20 @@ pub(crate) fn write_noted() -> bool {
     any
 }
 
-/// Writes every connection noted on this thread ([`write_noted`]), hands what keeps
-/// coming to the writer tasks, then pushes each connection written.
+/// Writes every connection noted on this thread ([`write_noted`], not as the start of
+/// more), hands what keeps coming to the writer tasks, then pushes each connection whose
+/// last write was the start of more.
 pub(crate) fn flush() {
-    write_noted();
+    write_noted(false);
     for conn in take_noted() {
         conn.hand_off();
     }
-    let written = PENDING.with(|p| {
+    let corked = PENDING.with(|p| {
         p.try_borrow_mut()
-            .map(|mut p| std::mem::take(&mut p.written))
+            .map(|mut p| std::mem::take(&mut p.corked))
             .unwrap_or_default()
     });
-    for conn in written {
+    for conn in corked {
         conn.push();
     }
 }
@@ -212,7 +221,7 @@ mod tests {
     }
 
     impl WriteNow for Counted {
-        fn write_now(&self) {
+        fn write_now(&self, _more: bool) -> bool {
             self.written.fetch_add(1, Ordering::SeqCst);
             if self.requeue.load(Ordering::SeqCst) > 0 {
                 self.requeue.fetch_sub(1, Ordering::SeqCst);
@@ -220,6 +229,7 @@ mod tests {
                     assert!(defer(me), "a write during a flush is deferred");
                 }
             }
+            true
         }
         fn hand_off(&self) {
             self.handed.fetch_add(1, Ordering::SeqCst);
@@ -265,8 +275,8 @@ mod tests {
         assert_eq!(c.written.load(Ordering::SeqCst), 2);
         assert_eq!(
             c.pushed.load(Ordering::SeqCst),
-            1,
-            "pushed once, after its writes"
+            0,
+            "written as the end of what it had: nothing to push"
         );
         assert!(!active());
     }
@@ -284,7 +294,35 @@ mod tests {
         assert!(fut.as_mut().poll(&mut cx).is_ready());
         assert_eq!(c.written.load(Ordering::SeqCst), FLUSH_ROUNDS);
         assert_eq!(c.handed.load(Ordering::SeqCst), 1);
-        assert_eq!(c.pushed.load(Ordering::SeqCst), 1);
+        assert_eq!(c.pushed.load(Ordering::SeqCst), 0);
+        assert!(!active());
+    }
+
+    #[test]
+    fn a_connection_written_as_the_start_of_more_is_pushed_unless_written_again() {
+        let (again, left) = (counted(0), counted(0));
+        let (a2, l2) = (again.clone(), left.clone());
+        let fut = Batched::new(async move {
+            // A decision waits: both written as the start of more.
+            assert!(defer(a2.clone()));
+            assert!(defer(l2));
+            assert!(write_noted(true));
+            assert!(!write_noted(true), "nothing noted any more");
+            // More for one of them before the flush.
+            assert!(defer(a2));
+        });
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut fut = std::pin::pin!(fut);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(again.written.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            again.pushed.load(Ordering::SeqCst),
+            0,
+            "its last write, without MSG_MORE, sent the rest"
+        );
+        assert_eq!(left.written.load(Ordering::SeqCst), 1);
+        assert_eq!(left.pushed.load(Ordering::SeqCst), 1, "pushed by the flush");
         assert!(!active());
     }
 }
