@@ -231,7 +231,7 @@ async fn frames_that_wait_for_credits_are_written_as_the_start_of_more_and_all_a
     let r = forwarder.lnd.get().unwrap();
     let mut acfg = config("127.0.0.44", 20019);
     acfg.min_bulk = 2 << 20;
-    let mut a = Node::start(acfg).await;
+    let a = Node::start(acfg).await;
     let an = a.nid();
     let small = |i: u32| {
         let payload = pattern(16, i as u8);
