@@ -13,7 +13,9 @@
 //! its low-water mark (`mincredits`), as `lnetctl routing show` and `peer show` print
 //! them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
 use std::hash::Hash;
 
 use crate::header::LNET_MTU;
@@ -160,7 +162,7 @@ struct PeerState<T> {
 /// through it. `P` names a peer NI, `T` a waiting message.
 pub struct RouterBuffers<P, T> {
     pools: [Pool<P, T>; 3],
-    peers: HashMap<P, PeerState<T>>,
+    peers: FxHashMap<P, PeerState<T>>,
     peer_credits: u32,
 }
 
@@ -200,7 +202,7 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
                 pool(PoolKind::Small, s),
                 pool(PoolKind::Large, l),
             ],
-            peers: HashMap::new(),
+            peers: FxHashMap::default(),
             peer_credits: peer_credits.max(1),
         }
     }

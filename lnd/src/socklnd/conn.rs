@@ -497,7 +497,12 @@ impl LastAlive {
     }
 
     pub(crate) fn touch(&self) {
-        let ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.touch_at(Instant::now());
+    }
+
+    pub(crate) fn touch_at(&self, now: Instant) {
+        let ms = u64::try_from(now.saturating_duration_since(self.epoch).as_millis())
+            .unwrap_or(u64::MAX);
         self.millis.fetch_max(ms, Ordering::AcqRel);
     }
 
@@ -573,7 +578,11 @@ impl<H: LndHandler> Reader<H> {
                         Err(e) => ConnEnd::Deframe(e),
                     }
                 }
-                Ok(_) => self.alive.touch(),
+                Ok(_) => {
+                    let now = Instant::now();
+                    self.alive.touch_at(now);
+                    batch::read_at(now);
+                }
             }
         }
     }

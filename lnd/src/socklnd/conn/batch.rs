@@ -21,6 +21,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use tokio::time::Instant;
+
 /// Most rounds of deferred writes one flush makes: writes complete sends, whose
 /// completions may queue more; past this the writer tasks take over.
 const FLUSH_ROUNDS: usize = 8;
@@ -45,6 +47,8 @@ struct Pending {
     connections: Vec<Arc<dyn WriteNow>>,
     /// Connections last written as the start of more: to push.
     corked: Vec<Arc<dyn WriteNow>>,
+    /// When the running reader's last read returned ([`now`]).
+    read_at: Option<Instant>,
 }
 
 thread_local! {
@@ -55,6 +59,26 @@ thread_local! {
 /// [`defer`]red rather than its writer task woken.
 pub(crate) fn active() -> bool {
     PENDING.with(|p| p.try_borrow().is_ok_and(|p| p.depth > 0))
+}
+
+/// The running reader's last read returned at `at`: what it forwards is timed from it.
+pub(crate) fn read_at(at: Instant) {
+    PENDING.with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.depth > 0 {
+                p.read_at = Some(at);
+            }
+        }
+    });
+}
+
+/// Now, for timing a send: when a reader runs on this thread, the time its last read
+/// returned (what it forwards comes from that read: one clock read per read, not per
+/// frame); otherwise the clock.
+pub(crate) fn now() -> Instant {
+    PENDING
+        .with(|p| p.try_borrow().ok().and_then(|p| p.read_at))
+        .unwrap_or_else(Instant::now)
 }
 
 /// Notes `conn` for the next [`flush`] on this thread; false (and nothing noted) when no
@@ -147,6 +171,9 @@ impl Drop for Running {
         let last = PENDING.with(|p| {
             p.try_borrow_mut().is_ok_and(|mut p| {
                 p.depth = p.depth.saturating_sub(1);
+                if p.depth == 0 {
+                    p.read_at = None;
+                }
                 p.depth == 0
             })
         });

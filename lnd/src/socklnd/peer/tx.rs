@@ -149,7 +149,7 @@ impl PeerTx {
         let was_empty = st.queue.is_empty();
         st.queue.push_back(Queued {
             tx,
-            since: Instant::now(),
+            since: crate::socklnd::conn::batch::now(),
         });
         self.dispatch(&mut st);
         // The task times out the queue and opens connections: it hears of a queue that
