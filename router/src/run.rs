@@ -404,36 +404,7 @@ async fn start(
     cpts: &lnd::socklnd::Cpts,
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
-        let mut config = socklnd_config(ni, incarnation);
-        config.cpts = cpts.clone();
-        let credits = config.credits;
-        let described = config.clone();
-        let failed = |source| RunError::Ni {
-            nid: ni.nid,
-            listen: ni.listen,
-            source,
-        };
-        let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
-            failed(NodeError::NiStart {
-                source: LndStartError::new(e),
-            })
-        })?;
-        let at = lnd.local_addr().unwrap_or(ni.listen);
-        node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
-            .await
-            .map_err(failed)?;
-        let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
-        let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
-        node.describe_ni(
-            ni.nid,
-            crate::describe::socklnd(&described, interface.clone()),
-        );
-        let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
-        node.set_ni_numa_node(ni.nid, device_node)
-            .await
-            .map_err(failed)?;
-        println!("lnet-router: NI {} listening on {at}", ni.nid);
-        tracing::info!(nid = %ni.nid, listen = %at, "NI up");
+        start_tcp_ni(node, ni, incarnation, cpts).await?;
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {
@@ -475,6 +446,48 @@ async fn start(
         })?;
         tracing::info!(net = %r.net, gateway = %r.gateway, "route added");
     }
+    Ok(())
+}
+
+/// Starts socklnd NI `ni` on `node` (as configured, or added at run time with `net add`):
+/// its LND with this run's `incarnation` and CPTs, the NI, what `net show` prints of it
+/// and its NUMA node. Must be called on the node's system thread.
+pub(crate) async fn start_tcp_ni(
+    node: &Node,
+    ni: &TcpNi,
+    incarnation: u64,
+    cpts: &lnd::socklnd::Cpts,
+) -> Result<(), RunError> {
+    let mut config = socklnd_config(ni, incarnation);
+    config.cpts = cpts.clone();
+    let credits = config.credits;
+    let described = config.clone();
+    let failed = |source| RunError::Ni {
+        nid: ni.nid,
+        listen: ni.listen,
+        source,
+    };
+    let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
+        failed(NodeError::NiStart {
+            source: LndStartError::new(e),
+        })
+    })?;
+    let at = lnd.local_addr().unwrap_or(ni.listen);
+    node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
+        .await
+        .map_err(failed)?;
+    let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
+    let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
+    node.describe_ni(
+        ni.nid,
+        crate::describe::socklnd(&described, interface.clone()),
+    );
+    let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
+    node.set_ni_numa_node(ni.nid, device_node)
+        .await
+        .map_err(failed)?;
+    println!("lnet-router: NI {} listening on {at}", ni.nid);
+    tracing::info!(nid = %ni.nid, listen = %at, "NI up");
     Ok(())
 }
 
