@@ -357,6 +357,7 @@ async fn start_web(
                 sink: Some(sink),
                 tunables: tunables.clone(),
                 config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
+                nis: None,
             };
             let s = crate::api::start_with(&settings, ctx, metrics.exporter_labels)
                 .await
@@ -379,6 +380,7 @@ async fn start_web(
                 sink: None,
                 tunables,
                 config: None,
+                nis: None,
             };
             web::start_metrics(listen, metrics.exporter_labels, ctx).await
         }

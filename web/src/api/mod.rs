@@ -9,6 +9,7 @@ pub(crate) mod events;
 pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod health;
+pub(crate) mod net_config;
 pub(crate) mod nets;
 pub(crate) mod peer_debug;
 pub(crate) mod peers;
