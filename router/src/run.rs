@@ -120,6 +120,10 @@ pub struct Running {
     pub node: Node,
     /// The threads of its CPTs (none when it runs on one).
     cpts: Vec<actix::Arbiter>,
+    /// The sender incarnation of this start, which NIs added later share.
+    incarnation: u64,
+    /// The CPTs' runtimes, for the socklnd NIs added later.
+    lnd_cpts: lnd::socklnd::Cpts,
 }
 
 impl Running {
@@ -207,6 +211,8 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
     Ok(Running {
         node,
         cpts: arbiters,
+        incarnation,
+        lnd_cpts: cpts,
     })
 }
 
@@ -269,10 +275,22 @@ pub async fn run(
     let started = match web {
         None => Ok(Ok((None, None))),
         Some(web) => {
+            // NIs added through the API start on this (the system) thread, as the
+            // configured ones did.
+            let nis = store.as_ref().map(|store| {
+                Arc::new(crate::net_control::RuntimeNis::new(
+                    running.node.clone(),
+                    Arc::clone(store),
+                    running.incarnation,
+                    running.lnd_cpts.clone(),
+                    actix::Arbiter::current(),
+                )) as Arc<dyn web::NiControl>
+            });
             web.spawn(start_web(
                 running.node.clone(),
                 plan.tunables.clone(),
                 store.clone(),
+                nis,
                 api,
                 metrics,
             ))
@@ -344,6 +362,7 @@ async fn start_web(
     node: Node,
     tunables: lnet::tunables::Tunables,
     store: Option<Arc<store::Store>>,
+    nis: Option<Arc<dyn web::NiControl>>,
     api: Option<crate::api::ApiSettings>,
     metrics: crate::api::MetricsSettings,
 ) -> Result<(Option<web::WebServer>, Option<web::WebServer>), RunError> {
@@ -357,7 +376,7 @@ async fn start_web(
                 sink: Some(sink),
                 tunables: tunables.clone(),
                 config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
-                nis: None,
+                nis,
             };
             let s = crate::api::start_with(&settings, ctx, metrics.exporter_labels)
                 .await
