@@ -1036,6 +1036,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         .collect();
     let want: BTreeSet<(String, String)> = [
         ("GET", "/api/v1/nets"),
+        ("POST", "/api/v1/nets"),
+        ("DELETE", "/api/v1/nis/{nid}"),
         ("GET", "/api/v1/peers"),
         ("POST", "/api/v1/peers"),
         ("GET", "/api/v1/stats"),
@@ -1104,6 +1106,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         "HealthReset",
         "HealthResetResult",
         "PeerAdd",
+        "NiAdd",
+        "NiChanged",
         "PingRequest",
         "PingResult",
         "FaultRule",
