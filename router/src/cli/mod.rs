@@ -8,7 +8,8 @@
 //! printed as lnetctl prints them (`errno` and `descr` under the command and object).
 //! `udsp show` prints lnetctl's `udsp:` list and `fault drop|delay show` its `fault:`
 //! document. `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML
-//! in the same shape.
+//! in the same shape. `net add|del` start and stop an NI on the running router; `net set`
+//! sets an NI's health (its LND's settings are refused, naming the option).
 
 mod client;
 mod fault;
