@@ -3,8 +3,9 @@
 //! the code that starts the configured NIs ([`crate::run`]), on the system thread, and kept
 //! in the store, so that a restart from the store alone brings it back.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use actors::{Node, NodeError};
 use lnet::config::{LndTunables, LocalNi, NetConfig, NiTunables};
@@ -22,6 +23,11 @@ pub struct RuntimeNis {
     incarnation: u64,
     cpts: lnd::socklnd::Cpts,
     system: actix::ArbiterHandle,
+    /// Held while an NI is added or deleted, so that two changes do not check against the
+    /// same state.
+    changing: Arc<tokio::sync::Mutex<()>>,
+    /// The link watches of the NIs added here, ended when the NI is deleted.
+    watches: Arc<Mutex<HashMap<Nid, tokio::task::AbortHandle>>>,
 }
 
 impl RuntimeNis {
@@ -40,6 +46,8 @@ impl RuntimeNis {
             incarnation,
             cpts,
             system,
+            changing: Arc::default(),
+            watches: Arc::default(),
         }
     }
 
@@ -61,7 +69,15 @@ impl RuntimeNis {
         rx.await.map_err(|_| stopped())
     }
 
+    /// Ends the link watch of NI `nid`, if it was added here.
+    fn end_watch(&self, nid: Nid) {
+        if let Some(w) = self.watches.lock().ok().and_then(|mut w| w.remove(&nid)) {
+            w.abort();
+        }
+    }
+
     async fn add(self, spec: NiSpec) -> Result<Nid, NiControlError> {
+        let _changing = self.changing.lock().await;
         let nid = resolve_nid(&spec, &HostInterfaces)?;
         let node_err = |e: NodeError| NiControlError::Start {
             message: e.to_string(),
@@ -117,20 +133,25 @@ impl RuntimeNis {
         };
         let (node, incarnation, cpts) = (self.node.clone(), self.incarnation, self.cpts.clone());
         let link = ni.interface.clone();
-        self.on_system(async move {
-            crate::run::start_tcp_ni(&node, &ni, incarnation, &cpts).await?;
-            let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
-            if let Some(name) = crate::link::interface_of(link.as_deref(), addr) {
-                actix::spawn(crate::link::watch(node, vec![(ni.nid, name)]));
-            }
-            Ok::<(), crate::run::RunError>(())
-        })
-        .await?
-        .map_err(|e| NiControlError::Start {
-            message: std::error::Error::source(&e)
-                .map_or_else(|| e.to_string(), ToString::to_string),
-        })?;
+        let watch = self
+            .on_system(async move {
+                crate::run::start_tcp_ni(&node, &ni, incarnation, &cpts).await?;
+                let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
+                let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
+                    actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
+                });
+                Ok::<_, crate::run::RunError>(watch)
+            })
+            .await?
+            .map_err(|e| NiControlError::Start {
+                message: std::error::Error::source(&e)
+                    .map_or_else(|| e.to_string(), ToString::to_string),
+            })?;
+        if let (Some(w), Ok(mut watches)) = (watch, self.watches.lock()) {
+            watches.insert(nid, w);
+        }
         if let Err(e) = self.store.add_local_ni(spec.net, &local) {
+            self.end_watch(nid);
             let node = self.node.clone();
             let _ = self
                 .on_system(async move { node.remove_ni(nid).await })
@@ -143,6 +164,7 @@ impl RuntimeNis {
     }
 
     async fn remove(self, nid: Nid) -> Result<(), NiControlError> {
+        let _changing = self.changing.lock().await;
         let node = self.node.clone();
         let removed = self
             .on_system(async move { node.remove_ni(nid).await })
@@ -156,6 +178,7 @@ impl RuntimeNis {
                 })
             }
         }
+        self.end_watch(nid);
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("NI {nid} was stopped but its deletion could not be kept: {e}"),
         };
