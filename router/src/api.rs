@@ -550,6 +550,7 @@ pub async fn start(
         sink,
         tunables,
         config: config_store,
+        nis: None,
     };
     start_with(settings, ctx, false).await
 }

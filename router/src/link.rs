@@ -65,8 +65,10 @@ pub async fn watch(node: Node, nis: Vec<(Nid, String)>) {
             let up = read_link(name);
             if up != *was {
                 tracing::warn!(%nid, interface = %name, up, "link changed");
-                if node.set_ni_link(*nid, up).await.is_err() {
-                    return;
+                match node.set_ni_link(*nid, up).await {
+                    // An NI deleted since (`net del`): the others are still watched.
+                    Ok(()) | Err(actors::NodeError::NoSuchNi { .. }) => {}
+                    Err(_) => return,
                 }
                 *was = up;
             }

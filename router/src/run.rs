@@ -120,6 +120,10 @@ pub struct Running {
     pub node: Node,
     /// The threads of its CPTs (none when it runs on one).
     cpts: Vec<actix::Arbiter>,
+    /// The sender incarnation of this start, which NIs added later share.
+    incarnation: u64,
+    /// The CPTs' runtimes, for the socklnd NIs added later.
+    lnd_cpts: lnd::socklnd::Cpts,
 }
 
 impl Running {
@@ -207,6 +211,8 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
     Ok(Running {
         node,
         cpts: arbiters,
+        incarnation,
+        lnd_cpts: cpts,
     })
 }
 
@@ -269,10 +275,22 @@ pub async fn run(
     let started = match web {
         None => Ok(Ok((None, None))),
         Some(web) => {
+            // NIs added through the API start on this (the system) thread, as the
+            // configured ones did.
+            let nis = store.as_ref().map(|store| {
+                Arc::new(crate::net_control::RuntimeNis::new(
+                    running.node.clone(),
+                    Arc::clone(store),
+                    running.incarnation,
+                    running.lnd_cpts.clone(),
+                    actix::Arbiter::current(),
+                )) as Arc<dyn web::NiControl>
+            });
             web.spawn(start_web(
                 running.node.clone(),
                 plan.tunables.clone(),
                 store.clone(),
+                nis,
                 api,
                 metrics,
             ))
@@ -344,6 +362,7 @@ async fn start_web(
     node: Node,
     tunables: lnet::tunables::Tunables,
     store: Option<Arc<store::Store>>,
+    nis: Option<Arc<dyn web::NiControl>>,
     api: Option<crate::api::ApiSettings>,
     metrics: crate::api::MetricsSettings,
 ) -> Result<(Option<web::WebServer>, Option<web::WebServer>), RunError> {
@@ -357,6 +376,7 @@ async fn start_web(
                 sink: Some(sink),
                 tunables: tunables.clone(),
                 config: Some(Arc::new(crate::api::StoreConfig(Arc::clone(store)))),
+                nis,
             };
             let s = crate::api::start_with(&settings, ctx, metrics.exporter_labels)
                 .await
@@ -379,6 +399,7 @@ async fn start_web(
                 sink: None,
                 tunables,
                 config: None,
+                nis: None,
             };
             web::start_metrics(listen, metrics.exporter_labels, ctx).await
         }
@@ -404,41 +425,7 @@ async fn start(
     cpts: &lnd::socklnd::Cpts,
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
-        let mut config = socklnd_config(ni, incarnation);
-        config.cpts = cpts.clone();
-        let credits = config.credits;
-        let described = config.clone();
-        let failed = |source| RunError::Ni {
-            nid: ni.nid,
-            listen: ni.listen,
-            source,
-        };
-        let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
-            failed(NodeError::NiStart {
-                source: LndStartError::new(e),
-            })
-        })?;
-        let at = lnd.local_addr().unwrap_or(ni.listen);
-        let credits = actors::NiCredits {
-            credits,
-            peer_credits: ni.peer_credits,
-            peer_buffer_credits: ni.peer_buffer_credits,
-        };
-        node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
-            .await
-            .map_err(failed)?;
-        let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
-        let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
-        node.describe_ni(
-            ni.nid,
-            crate::describe::socklnd(&described, interface.clone()),
-        );
-        let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
-        node.set_ni_numa_node(ni.nid, device_node)
-            .await
-            .map_err(failed)?;
-        println!("lnet-router: NI {} listening on {at}", ni.nid);
-        tracing::info!(nid = %ni.nid, listen = %at, "NI up");
+        start_tcp_ni(node, ni, incarnation, cpts).await?;
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {
@@ -484,6 +471,53 @@ async fn start(
         })?;
         tracing::info!(net = %r.net, gateway = %r.gateway, "route added");
     }
+    Ok(())
+}
+
+/// Starts socklnd NI `ni` on `node` (as configured, or added at run time with `net add`):
+/// its LND with this run's `incarnation` and CPTs, the NI, what `net show` prints of it
+/// and its NUMA node. Must be called on the node's system thread.
+pub(crate) async fn start_tcp_ni(
+    node: &Node,
+    ni: &TcpNi,
+    incarnation: u64,
+    cpts: &lnd::socklnd::Cpts,
+) -> Result<(), RunError> {
+    let mut config = socklnd_config(ni, incarnation);
+    config.cpts = cpts.clone();
+    let credits = config.credits;
+    let described = config.clone();
+    let failed = |source| RunError::Ni {
+        nid: ni.nid,
+        listen: ni.listen,
+        source,
+    };
+    let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
+        failed(NodeError::NiStart {
+            source: LndStartError::new(e),
+        })
+    })?;
+    let at = lnd.local_addr().unwrap_or(ni.listen);
+    let credits = actors::NiCredits {
+        credits,
+        peer_credits: ni.peer_credits,
+        peer_buffer_credits: ni.peer_buffer_credits,
+    };
+    node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
+        .await
+        .map_err(failed)?;
+    let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
+    let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
+    node.describe_ni(
+        ni.nid,
+        crate::describe::socklnd(&described, interface.clone()),
+    );
+    let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
+    node.set_ni_numa_node(ni.nid, device_node)
+        .await
+        .map_err(failed)?;
+    println!("lnet-router: NI {} listening on {at}", ni.nid);
+    tracing::info!(nid = %ni.nid, listen = %at, "NI up");
     Ok(())
 }
 

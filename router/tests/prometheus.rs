@@ -326,6 +326,7 @@ async fn start_node(name: &'static str, text: &str) -> (Running, web::WebServer)
         sink: None,
         tunables: p.tunables.clone(),
         config: None,
+        nis: None,
     };
     // R2 labels its lustre_* series as the HPE/GSI exporters do.
     let server = web::start_metrics("127.0.0.1:0".parse().unwrap(), name == "r2", ctx)

@@ -125,6 +125,7 @@ async fn run(args: Args) -> Result<(), String> {
             sink: None,
             tunables: Tunables::default(),
             config: None,
+            nis: None,
         },
     )
     .await

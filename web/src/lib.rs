@@ -47,6 +47,7 @@ mod extract;
 mod forward_drops;
 pub mod guard;
 pub mod metrics;
+pub mod net_control;
 pub mod persist;
 mod routes;
 mod server;
@@ -58,6 +59,7 @@ pub use api::events::{EventPage, EventsQuery, EVENTS_PAGE, EVENTS_PAGE_MAX};
 pub use api::fault::{FaultRuleDoc, FaultRuleList};
 pub use api::global::GlobalUpdate;
 pub use api::health::{HealthReset, HealthResetAll, HealthResetResult};
+pub use api::net_config::{NiAdd, NiChanged};
 pub use api::peer_debug::PeerNiDebug;
 pub use api::peers::{PeerAdd, PeerDeleted};
 pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};
@@ -77,6 +79,7 @@ pub use events::{
     ApiEvent, EventBody, EventRing, EventSink, LogCursor, LogPage, NiKindDoc, SinkError,
 };
 pub use guard::{GuardStats, Refusal};
+pub use net_control::{NiControl, NiControlError, NiFuture, NiSpec};
 pub use persist::ConfigStore;
 pub use routes::openapi_document;
 pub use server::{start, start_metrics, Transport, WebConfig, WebContext, WebServer};

@@ -55,7 +55,8 @@ async fn not_found() -> ApiError {
 /// The routes with their state type, and the OpenAPI document they describe.
 pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
     let (router, mut doc) = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(routes!(api::nets::get_nets))
+        .routes(routes!(api::nets::get_nets, api::net_config::add_ni))
+        .routes(routes!(api::net_config::delete_ni))
         .routes(routes!(api::export::get_export))
         .routes(routes!(api::peers::get_peers, api::peers::add_peer))
         .routes(routes!(api::peers::delete_peer))

@@ -111,6 +111,8 @@ pub struct WebContext {
     /// Where configuration changes (routes, peers, tunables) are kept (the store), if
     /// anywhere.
     pub config: Option<Arc<dyn crate::persist::ConfigStore>>,
+    /// What starts and stops local NIs at run time (`net add|del`), if anything.
+    pub nis: Option<Arc<dyn crate::net_control::NiControl>>,
 }
 
 impl std::fmt::Debug for WebContext {
@@ -314,6 +316,7 @@ async fn launch(
             feeding,
             openapi: doc.to_json().unwrap_or_default(),
             config: ctx.config,
+            nis: ctx.nis,
             udsp: tokio::sync::Mutex::new(()),
             guard: Arc::clone(&guard),
             throttle: AuthThrottle::default(),

@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) udsp: tokio::sync::Mutex<()>,
     /// Where configuration changes are kept, if anywhere.
     pub(crate) config: Option<Arc<dyn crate::persist::ConfigStore>>,
+    /// What starts and stops local NIs at run time, if anything.
+    pub(crate) nis: Option<Arc<dyn crate::net_control::NiControl>>,
     /// The refusal counters.
     pub(crate) guard: Arc<crate::guard::GuardStats>,
     /// Failed tokens per source address.

@@ -1037,6 +1037,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
     let want: BTreeSet<(String, String)> = [
         ("GET", "/api/v1/nets"),
         ("GET", "/api/v1/export"),
+        ("POST", "/api/v1/nets"),
+        ("DELETE", "/api/v1/nis/{nid}"),
         ("GET", "/api/v1/peers"),
         ("POST", "/api/v1/peers"),
         ("GET", "/api/v1/stats"),
@@ -1105,6 +1107,8 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         "HealthReset",
         "HealthResetResult",
         "PeerAdd",
+        "NiAdd",
+        "NiChanged",
         "PingRequest",
         "PingResult",
         "FaultRule",

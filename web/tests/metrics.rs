@@ -196,6 +196,7 @@ async fn the_metrics_listener_serves_metrics_alone_without_a_token() {
             sink: None,
             tunables: frozen(),
             config: None,
+            nis: None,
         },
     )
     .await

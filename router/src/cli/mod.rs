@@ -8,7 +8,8 @@
 //! printed as lnetctl prints them (`errno` and `descr` under the command and object).
 //! `udsp show` prints lnetctl's `udsp:` list and `fault drop|delay show` its `fault:`
 //! document. `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML
-//! in the same shape.
+//! in the same shape. `net add|del` start and stop an NI on the running router; `net set`
+//! sets an NI's health (its LND's settings are refused, naming the option).
 
 // `export` and `import`: the lnetctl export document.
 mod export;
@@ -16,6 +17,7 @@ mod import;
 
 mod client;
 mod fault;
+mod net;
 mod peer;
 mod ping;
 mod show;
@@ -24,6 +26,7 @@ mod udsp;
 
 pub use client::CtlError;
 pub use fault::{FaultAddArgs, FaultCmd, FaultOp};
+pub use net::{NetAddArgs, NetDelArgs, NetSetArgs};
 pub use udsp::UdspCmd;
 
 use std::path::PathBuf;
@@ -235,23 +238,13 @@ pub enum NetCmd {
         #[arg(short = 'v', long = "verbose", num_args = 0..=1, default_missing_value = "1", default_value = "0", value_parser = verbosity)]
         verbose: u8,
     },
-    /// Set the health of a local NI (`--nid NID`) or of all (`--all`).
-    Set {
-        /// The NI.
-        #[arg(
-            short = 'n',
-            long,
-            required_unless_present = "all",
-            conflicts_with = "all"
-        )]
-        nid: Option<String>,
-        /// Every local NI.
-        #[arg(short = 'a', long)]
-        all: bool,
-        /// The health value (0 to 1000).
-        #[arg(short = 't', long)]
-        health: u64,
-    },
+    /// Start a local NI on the running router, kept in its store.
+    Add(NetAddArgs),
+    /// Stop a local NI and remove it from the store.
+    Del(NetDelArgs),
+    /// Set the health of a local NI (`--nid NID`) or of all (`--all`); `--lnd-timeout`
+    /// and `--conns-per-peer` are refused (the running LND keeps its values).
+    Set(NetSetArgs),
 }
 
 /// `peer ...`.
@@ -403,14 +396,14 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
             what: NetCmd::Show { net, verbose },
         } => show::net(c, net.as_deref(), *verbose).await,
         Ctl::Net {
-            what: NetCmd::Set { nid, all, health },
-        } => {
-            let path = match (nid, all) {
-                (Some(nid), false) => format!("/api/v1/nis/{nid}/health"),
-                _ => "/api/v1/nis/health".to_owned(),
-            };
-            set_health(c, "net", &path, *health).await
-        }
+            what: NetCmd::Add(a),
+        } => net::add(c, a).await,
+        Ctl::Net {
+            what: NetCmd::Del(a),
+        } => net::del(c, a).await,
+        Ctl::Net {
+            what: NetCmd::Set(a),
+        } => net::set(c, a).await,
         Ctl::Peer {
             what: PeerCmd::Show { nid, verbose },
         } => show::peer(c, nid.as_deref(), *verbose).await,

@@ -10,6 +10,7 @@ pub(crate) mod export;
 pub(crate) mod fault;
 pub(crate) mod global;
 pub(crate) mod health;
+pub(crate) mod net_config;
 pub(crate) mod nets;
 pub(crate) mod peer_debug;
 pub(crate) mod peers;

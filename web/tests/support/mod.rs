@@ -103,6 +103,7 @@ pub async fn serve_with(
             sink: Some(Arc::new(store_backend::StoreLog(Arc::clone(&store)))),
             tunables,
             config: None,
+            nis: None,
         },
     )
     .await

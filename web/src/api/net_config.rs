@@ -1,0 +1,231 @@
+//! `POST /api/v1/nets` and `DELETE /api/v1/nis/{nid}`: local NIs added and deleted on the
+//! running node (`lnetctl net add|del`), kept in the store.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use lnet::{LndType, Net};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Admin, Body, PathParams};
+use crate::net_control::{NiControlError, NiSpec};
+use crate::state::AppState;
+
+use super::{parse_nid, TAG_CHANGE};
+
+/// A local NI to add (`lnetctl net add --net NET --if IFACE [--nid NID] ...`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NiAdd {
+    /// The net (a tcp net: o2ib NIs start only from the configuration).
+    #[schema(example = "tcp1")]
+    pub net: String,
+    /// The interface; the NI's NID is its IPv4 address unless `nid` is given.
+    #[schema(example = "eth1")]
+    pub interface: Option<String>,
+    /// The NI's NID, on `net`.
+    #[schema(example = "10.0.2.1@tcp1")]
+    pub nid: Option<String>,
+    /// NI tx credits.
+    pub credits: Option<u32>,
+    /// Per-peer tx credits.
+    pub peer_credits: Option<u32>,
+    /// Connections of each direction per peer (0 to 127; 0: the default).
+    pub conns_per_peer: Option<u32>,
+    /// The IP type of service of its sockets: only -1 (none) is taken.
+    pub tos: Option<i32>,
+}
+
+/// An NI added or deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NiChanged {
+    /// The NI's NID.
+    pub nid: String,
+    /// Routes deleted with it: the routes whose gateway was on the net it was the last NI
+    /// of (`NET via GATEWAY`), as the kernel deletes them.
+    #[serde(default)]
+    pub routes_deleted: Vec<String>,
+    /// The id of the admin event recorded.
+    pub event_id: u64,
+}
+
+fn api_error(e: NiControlError) -> ApiError {
+    match e {
+        NiControlError::Exists { nid } => ApiError::conflict("nid", format!("NI {nid} exists")),
+        NiControlError::Invalid { field, message } => ApiError::unprocessable(&field, message),
+        NiControlError::Start { message } => {
+            ApiError::unprocessable("nid", format!("cannot add LNet NI: {message}"))
+        }
+        NiControlError::NotFound { nid } => {
+            ApiError::not_found("nid", format!("no local NI {nid}"))
+        }
+        NiControlError::Keep { message } => ApiError::Internal { message },
+    }
+}
+
+fn control(s: &AppState) -> Result<&std::sync::Arc<dyn crate::NiControl>, ApiError> {
+    s.shared.nis.as_ref().ok_or_else(|| {
+        ApiError::unprocessable("net", "this server cannot start or stop NIs at run time")
+    })
+}
+
+/// Starts a local NI on the running node (`lnetctl net add`) and keeps it in the store;
+/// its peers learn of it from the ping info pushed to them.
+#[utoipa::path(post, path = "/api/v1/nets", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = NiAdd,
+    responses(
+        (status = 201, description = "The NI was started", body = NiChanged),
+        (status = 400, description = "Not a net or a NID, or bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 409, description = "The node has this NI", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A value refused (naming it), or the NI could not start", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn add_ni(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<NiAdd>,
+) -> Result<(StatusCode, Json<NiChanged>), ApiError> {
+    let net: Net = req
+        .net
+        .parse()
+        .map_err(|e| ApiError::bad_request("net", format!("{:?} is not a net: {e}", req.net)))?;
+    let nid = req
+        .nid
+        .as_deref()
+        .map(|n| parse_nid("nid", n))
+        .transpose()?;
+    if let Some(nid) = nid {
+        if nid.net != net {
+            return Err(ApiError::unprocessable(
+                "nid",
+                format!("NID {nid} is not on net {net}"),
+            ));
+        }
+    }
+    if net.lnd != LndType::SOCKLND {
+        return Err(ApiError::unprocessable(
+            "net",
+            format!("net {net}: only tcp NIs can be added at run time"),
+        ));
+    }
+    if req.interface.is_none() && nid.is_none() {
+        return Err(ApiError::unprocessable(
+            "interface",
+            "creating a local NI needs at least one interface",
+        ));
+    }
+    if let Some(tos) = req.tos.filter(|t| *t != -1) {
+        return Err(ApiError::unprocessable(
+            "tos",
+            format!("tos {tos} is not supported by this build's socklnd; use -1"),
+        ));
+    }
+    if let Some(cpp) = req.conns_per_peer.filter(|c| *c > 127) {
+        return Err(ApiError::unprocessable(
+            "conns_per_peer",
+            format!("invalid conns-per-peer value {cpp} (valid range 0-127)"),
+        ));
+    }
+    let spec = NiSpec {
+        net,
+        interface: req.interface.clone(),
+        nid,
+        credits: req.credits.filter(|c| *c > 0),
+        peer_credits: req.peer_credits.filter(|c| *c > 0),
+        conns_per_peer: req.conns_per_peer,
+    };
+    let nid = control(&s)?.add_ni(spec).await.map_err(api_error)?;
+    let event = s.admin_event(
+        &admin.0,
+        "add_ni",
+        Some(nid.to_string()),
+        format!(
+            "interface={} credits={} peer_credits={} conns_per_peer={}",
+            req.interface.as_deref().unwrap_or("-"),
+            req.credits.unwrap_or(0),
+            req.peer_credits.unwrap_or(0),
+            req.conns_per_peer.unwrap_or(0)
+        ),
+    );
+    Ok((
+        StatusCode::CREATED,
+        Json(NiChanged {
+            nid: nid.to_string(),
+            routes_deleted: Vec::new(),
+            event_id: event.id,
+        }),
+    ))
+}
+
+/// Stops local NI `nid` (`lnetctl net del --nid NID`) and removes it from the store. When it
+/// was the last NI of its net, the routes whose gateway is on that net are deleted too, as
+/// the kernel deletes the routes of the gateways it loses with a net. The router's last NI
+/// is refused (409): a router started from its store alone needs one.
+#[utoipa::path(delete, path = "/api/v1/nis/{nid}", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    params(("nid" = String, Path, description = "The local NI", example = "10.0.2.1@tcp1")),
+    responses(
+        (status = 200, description = "The NI was stopped", body = NiChanged),
+        (status = 400, description = "Not a NID", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 404, description = "No such local NI", body = ErrorBody),
+        (status = 409, description = "The router's last NI", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn delete_ni(
+    State(s): State<AppState>,
+    admin: Admin,
+    PathParams(nid): PathParams<String>,
+) -> Result<Json<NiChanged>, ApiError> {
+    let nid = parse_nid("nid", &nid)?;
+    let node = &s.shared.node;
+    let nis = node.local_nis().await?;
+    if !nis.iter().any(|n| n.nid == nid) {
+        return Err(ApiError::not_found("nid", format!("no local NI {nid}")));
+    }
+    if nis.len() == 1 {
+        return Err(ApiError::conflict(
+            "nid",
+            format!("{nid} is the router's last NI; a router needs one to run"),
+        ));
+    }
+    control(&s)?.remove_ni(nid).await.map_err(api_error)?;
+    let last_on_net = !nis.iter().any(|n| n.nid != nid && n.nid.net == nid.net);
+    let mut routes_deleted = Vec::new();
+    if last_on_net {
+        for r in node.routes().await? {
+            if r.spec.gateway.net != nid.net {
+                continue;
+            }
+            if node.del_route(r.spec.net, r.spec.gateway).await? {
+                if let Some(store) = &s.shared.config {
+                    store
+                        .delete_route(r.spec.net, r.spec.gateway)
+                        .map_err(|e| ApiError::Internal {
+                            message: format!("a route deletion could not be kept: {e}"),
+                        })?;
+                }
+                routes_deleted.push(format!("{} via {}", r.spec.net, r.spec.gateway));
+            }
+        }
+    }
+    let event = s.admin_event(
+        &admin.0,
+        "delete_ni",
+        Some(nid.to_string()),
+        format!("routes_deleted={}", routes_deleted.join(",")),
+    );
+    Ok(Json(NiChanged {
+        nid: nid.to_string(),
+        routes_deleted,
+        event_id: event.id,
+    }))
+}
