@@ -6,7 +6,8 @@
 //! move first and no PUT fails; a silent far net behind a router is found by its probes
 //! and routed around; across two router processes in series, PUTs and their ACKs cross
 //! both, each `route show` gives the hop counts configured, and a route of lower priority
-//! or more hops carries nothing while a better one is up.
+//! or more hops carries nothing while a better one is up; a PUT for an unhealthy NI of
+//! a Multi-Rail peer goes to its healthy NI, and one for a non-Multi-Rail peer does not.
 
 #![allow(
     clippy::unwrap_used,
@@ -51,10 +52,16 @@ async fn node(nids: &[&str], port: u16, routing: bool) -> Node {
     if routing {
         tunables.set(TunableName::Routing, 1).unwrap();
     }
+    node_with(nids, port, tunables, Millis::from_secs(1)).await
+}
+
+/// [`node`] with these tunables, its gateways checked every `check` (zero: never, so
+/// that it neither pings nor pushes to them).
+async fn node_with(nids: &[&str], port: u16, tunables: Tunables, check: Millis) -> Node {
     let node = Node::start(NodeConfig {
         tunables,
         router_check: RouterCheck {
-            interval: Millis::from_secs(1),
+            interval: check,
             ping_timeout: Millis::from_secs(1),
             ..RouterCheck::default()
         },
@@ -795,4 +802,109 @@ async fn puts_cross_two_router_processes_in_series_and_the_best_routes_carry_the
         "R3 forwarded the PUTs and ACKs: {} -> {r3}",
         after.2
     );
+}
+
+/// A router process R (tcp `{a}.1`, tcp1 `{b}.1`) between A (`{a}.2@tcp`) and B, which has
+/// NIs `{b}.2@tcp1` and `{b}.12@tcp1` and drops whatever arrives at the second (its link
+/// stays up: only its health tells). R knows A as a Multi-Rail peer and B as configured,
+/// Multi-Rail as `b_multi_rail` (B checks no gateway, so it pushes nothing to R that
+/// would say otherwise); B2's health is lowered to 0 on R through the API. A, whose
+/// discovery is off, sends `n` PUTs to B2 (the NID it was given); what B received, on
+/// which NI and with which destination in the header, and whether each PUT was ACKed.
+async fn puts_for_an_unhealthy_peer_ni(
+    (a, b): (&str, &str),
+    (port, api): (u16, u16),
+    b_multi_rail: bool,
+    n: usize,
+) -> (Vec<(Nid, Nid)>, Vec<bool>) {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let tls = cert.write(dir.path()).unwrap();
+    let ca = tls.0.clone();
+    let peers = format!(
+        "peer:
+    - primary nid: {a}.2@tcp
+      Multi-Rail: true
+      peer ni:
+        - nid: {a}.2@tcp
+    - primary nid: {b}.2@tcp1
+      Multi-Rail: {b_multi_rail}
+      peer ni:
+        - nid: {b}.2@tcp1
+        - nid: {b}.12@tcp1
+"
+    );
+    let (r_a, r_b) = (format!("{a}.1@tcp"), format!("{b}.1@tcp1"));
+    let _r = start_router_api(dir.path(), "r", &[&r_a, &r_b], &peers, port, api, &tls).await;
+    let mut quiet = Tunables::default();
+    quiet.set(TunableName::Discovery, 0).unwrap();
+    let a_node = node_with(&[&format!("{a}.2@tcp")], port, quiet, Millis::from_secs(1)).await;
+    let b_nids = [format!("{b}.2@tcp1"), format!("{b}.12@tcp1")];
+    let b_nids: Vec<&str> = b_nids.iter().map(String::as_str).collect();
+    let b_node = node_with(&b_nids, port, Tunables::default(), Millis::ZERO).await;
+    let b2 = nid(&format!("{b}.12@tcp1"));
+    a_node.add_route(route("tcp1", &r_a)).await.unwrap();
+    b_node.add_route(route("tcp", &r_b)).await.unwrap();
+    b_node
+        .add_fault_rule(FaultRule::drop(NidMatch::Any, NidMatch::Any, FaultTrigger::All).at(b2))
+        .unwrap();
+    let mut delivered = b_node.attach(md()).await.unwrap();
+    let b2_arg = b2.to_string();
+    let (ok, out, err) = ctl_async(
+        api,
+        &ca,
+        ADMIN,
+        &["peer", "set", "--nid", &b2_arg, "--health", "0"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, shown, err) = ctl_async(api, &ca, ADMIN, &["peer", "show", "-v", "2"]).await;
+    assert!(ok, "{err}");
+    let mr_line = format!("primary nid: {b}.2@tcp1\n      Multi-Rail: {b_multi_rail}\n");
+    assert!(shown.contains(&mr_line), "{mr_line} in\n{shown}");
+    let mut acked = Vec::new();
+    let mut got = Vec::new();
+    timeout(WAIT * 2, async {
+        for i in 0..n {
+            let payload = Bytes::from(vec![9u8; 1024]);
+            let events = a_node
+                .put(put(b2, payload, 3))
+                .await
+                .unwrap()
+                .finish()
+                .await;
+            acked.push(
+                events.iter().all(|e| e.status.is_ok())
+                    && events.last().is_some_and(|e| e.kind == MsgEventKind::Ack),
+            );
+            while let Ok(rx) = delivered.try_recv() {
+                got.push((rx.ni, rx.header.dest_nid));
+            }
+            println!("PUT {i}: {:?}", events.last().map(|e| (e.kind, &e.status)));
+        }
+    })
+    .await
+    .expect("bounded");
+    (got, acked)
+}
+
+#[actix::test]
+async fn a_put_for_an_unhealthy_ni_of_a_multi_rail_peer_goes_to_its_healthy_ni() {
+    let (got, acked) =
+        puts_for_an_unhealthy_peer_ni(("127.0.64", "127.0.65"), (24_108, 24_109), true, 5).await;
+    assert!(acked.iter().all(|a| *a), "every PUT ACKed: {acked:?}");
+    let healthy = nid("127.0.65.2@tcp1");
+    assert_eq!(
+        got,
+        vec![(healthy, healthy); 5],
+        "delivered on B's healthy NI, named in the header"
+    );
+}
+
+#[actix::test]
+async fn a_put_for_an_unhealthy_ni_of_a_non_multi_rail_peer_stays_on_that_ni() {
+    let (got, acked) =
+        puts_for_an_unhealthy_peer_ni(("127.0.66", "127.0.67"), (24_110, 24_111), false, 2).await;
+    assert!(got.is_empty(), "nothing reached B's other NI: {got:?}");
+    assert!(acked.iter().all(|a| !*a), "no PUT ACKed: {acked:?}");
 }
