@@ -4,10 +4,17 @@
 //! caller keeps them wherever it keeps them).
 //!
 //! A message whose destination is on a net this node has an NI on goes straight to the
-//! destination NID (as addressed: a router does not re-pick the peer NI of the final
-//! destination), from the best local NI on that net (2.8.1); otherwise to the gateway of
-//! the best live route to the destination's net (2.8.5), from the best local NI on the
+//! destination NID, from the best local NI on that net (2.8.1); otherwise to the gateway
+//! of the best live route to the destination's net (2.8.5), from the best local NI on the
 //! gateway's net. The header goes on as it came.
+//!
+//! On that final hop the router keeps the peer NI the originator chose, except as the
+//! kernel's Multi-Rail forwarding allows (lib-move.c `lnet_mr_forwarding_allowed` and
+//! the send cases of `lnet_select_pathway`): when the originator and the destination are
+//! both Multi-Rail peers of this node, the message is a PUT or GET (an ACK or REPLY goes
+//! where it is addressed), and the addressed peer NI is below full health or its peer
+//! gives it DOWN, the message goes to the best peer NI of the destination on a local net
+//! (2.8.2, 2.8.3), and the header then names that NI as its destination.
 
 use crate::health::HealthValue;
 use crate::selection::{
@@ -15,7 +22,10 @@ use crate::selection::{
     RouteCandidate, LNET_MAX_SELECTION_PRIORITY,
 };
 use crate::udsp::UdspPolicy;
-use crate::{Net, Nid};
+use crate::{MsgType, Net, Nid};
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A local NI as the forward decision sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,14 +54,36 @@ pub struct ForwardRoute {
     pub hops: Option<u32>,
 }
 
-/// What the forward decision reads, published whenever routes, gateway state or local NIs
-/// change.
+/// A Multi-Rail peer of this node as the forward decision sees it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MrPeer {
+    /// Its NIDs, each with whether its peer last gave it UP (its ping info or push).
+    pub nids: Vec<(Nid, bool)>,
+}
+
+/// A message to forward, as the decision reads its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForwardMsg {
+    /// The originator (the header's source NID).
+    pub src: Nid,
+    /// The destination (the header's destination NID).
+    pub dest: Nid,
+    /// The net of the local NI it arrived on.
+    pub arrived_on: Net,
+    /// Its type.
+    pub msg_type: MsgType,
+}
+
+/// What the forward decision reads, published whenever routes, gateway state, peers or
+/// local NIs change.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ForwardTable {
     /// The local NIs.
     pub nis: Vec<ForwardNi>,
     /// The routes.
     pub routes: Vec<ForwardRoute>,
+    /// The Multi-Rail peers of this node, by each of their NIDs.
+    pub mr_peers: HashMap<Nid, Arc<MrPeer>>,
     /// The UDSP rules.
     pub udsp: UdspPolicy,
     /// `numa_range`.
@@ -83,14 +115,56 @@ impl Live {
 pub struct NextHop {
     /// The local NI it leaves on.
     pub ni: Nid,
-    /// The peer NI it goes to: the destination itself, or a gateway.
+    /// The peer NI it goes to: the destination, or a gateway.
     pub peer: Nid,
+    /// The destination its header names from here: the one it came with, or on the
+    /// final hop another NI of a Multi-Rail destination (see the module documentation).
+    pub dest: Nid,
 }
 
 impl NextHop {
     /// Whether the next hop is a gateway rather than the destination.
-    pub fn via_gateway(&self, dest: Nid) -> bool {
-        self.peer != dest
+    pub fn via_gateway(&self) -> bool {
+        self.peer != self.dest
+    }
+}
+
+/// The peer NIs a message of type `msg_type` for `dest` may go to on its final hop: the
+/// one addressed, or, where Multi-Rail forwarding allows it, every peer NI of the
+/// destination on a local net that its peer does not give DOWN (see the module
+/// documentation). `addressed` is the health of the addressed peer NI; `ends` the
+/// originator's and the destination's peers when they are Multi-Rail peers of this
+/// node; `local(net)` whether this node has an NI on `net`.
+pub fn final_hop_nids(
+    dest: Nid,
+    msg_type: MsgType,
+    addressed: HealthValue,
+    ends: (Option<&MrPeer>, Option<&MrPeer>),
+    local: impl Fn(Net) -> bool,
+) -> Vec<Nid> {
+    let only = vec![dest];
+    let response = matches!(msg_type, MsgType::Ack | MsgType::Reply);
+    let (Some(_), Some(peer)) = ends else {
+        return only;
+    };
+    let addressed_up = peer
+        .nids
+        .iter()
+        .find(|(n, _)| *n == dest)
+        .is_none_or(|(_, up)| *up);
+    if response || (addressed_up && addressed.is_max()) {
+        return only;
+    }
+    let nids: Vec<Nid> = peer
+        .nids
+        .iter()
+        .filter(|(n, up)| *up && local(n.net))
+        .map(|(n, _)| *n)
+        .collect();
+    if nids.is_empty() {
+        only
+    } else {
+        nids
     }
 }
 
@@ -130,22 +204,29 @@ impl ForwardTable {
         self.nis.iter().any(|n| n.nid.net == net)
     }
 
-    /// The next hop of a message for `dest` that arrived on local NI `arrived_on`.
-    /// `local(nid)` and `peer(nid)` give the live state of a local NI and of a peer NI
-    /// (a gateway or the destination).
+    /// The next hop of `msg`. `local(nid)` and `peer(nid)` give the live state of a
+    /// local NI and of a peer NI (a gateway or the destination).
     pub fn next_hop(
         &self,
-        dest: Nid,
-        arrived_on: Net,
+        msg: &ForwardMsg,
         local: impl Fn(&Nid) -> Live,
         peer: impl Fn(&Nid) -> Live,
     ) -> Result<NextHop, NoHop> {
-        if dest.net == arrived_on {
+        let dest = msg.dest;
+        if dest.net == msg.arrived_on {
             return Err(NoHop::OwnNet { dest });
         }
         if self.has_net(dest.net) {
+            let mr = |n: &Nid| self.mr_peers.get(n).map(|p| &**p);
+            let nids = final_hop_nids(
+                dest,
+                msg.msg_type,
+                peer(&dest).health,
+                (mr(&msg.src), mr(&dest)),
+                |n| self.has_net(n),
+            );
             return self
-                .direct(dest, &local, &peer)
+                .direct(&nids, &local, &peer)
                 .ok_or(NoHop::NoLocalNi { dest });
         }
         let candidates: Vec<RouteCandidate<Nid>> = self
@@ -177,21 +258,24 @@ impl ForwardTable {
         let gateway = best_route(&candidates)
             .map(|c| c.id)
             .ok_or(NoHop::NoLiveRoute { net: dest.net })?;
-        self.direct(gateway, &local, &peer)
-            .ok_or(NoHop::NoLiveRoute { net: dest.net })
+        let hop = self
+            .direct(&[gateway], &local, &peer)
+            .ok_or(NoHop::NoLiveRoute { net: dest.net })?;
+        Ok(NextHop { dest, ..hop })
     }
 
-    /// The best local NI to reach peer NI `to` on one of this node's nets.
+    /// The best local NI and peer NI to reach one of `to` (peer NIs on this node's
+    /// nets), by the Multi-Rail rules; the header's destination is the peer NI picked.
     fn direct(
         &self,
-        to: Nid,
+        to: &[Nid],
         local: &impl Fn(&Nid) -> Live,
         peer: &impl Fn(&Nid) -> Live,
     ) -> Option<NextHop> {
         let locals: Vec<LocalNiCandidate<Nid>> = self
             .nis
             .iter()
-            .filter(|n| n.nid.net == to.net)
+            .filter(|n| to.iter().any(|t| t.net == n.nid.net))
             .map(|n| {
                 let live = local(&n.nid);
                 LocalNiCandidate {
@@ -207,29 +291,39 @@ impl ForwardTable {
                 }
             })
             .collect();
-        let p = peer(&to);
-        let peers = [PeerNiCandidate {
-            id: to,
-            net: to.net,
-            health: p.health,
-            sel_priority: self.udsp.peer_ni_priority(&to),
-            tx_credits: p.tx_credits,
-            seq: p.seq,
-        }];
-        let best_local = locals
+        let peers: Vec<PeerNiCandidate<Nid>> = to
             .iter()
-            .map(|l| l.health)
-            .max()
-            .unwrap_or(HealthValue::ZERO);
-        let nets = [PeerNetCandidate {
-            id: to.net,
-            peer_net_health: p.health,
-            peer_net_sel_priority: self.udsp.peer_net_priority(to.net),
-            local_net_health: best_local,
-            local_net_sel_priority: self.udsp.local_net_priority(to.net),
-            peer_net_seq: 0,
-            local_net_seq: 0,
-        }];
+            .map(|t| {
+                let p = peer(t);
+                PeerNiCandidate {
+                    id: *t,
+                    net: t.net,
+                    health: p.health,
+                    sel_priority: self.udsp.peer_ni_priority(t),
+                    tx_credits: p.tx_credits,
+                    seq: p.seq,
+                }
+            })
+            .collect();
+        let mut nets: Vec<Net> = to.iter().map(|t| t.net).collect();
+        nets.sort_by_key(|n| n.to_u32());
+        nets.dedup();
+        let best =
+            |it: &mut dyn Iterator<Item = HealthValue>| it.max().unwrap_or(HealthValue::ZERO);
+        let nets: Vec<PeerNetCandidate<Net>> = nets
+            .into_iter()
+            .map(|net| PeerNetCandidate {
+                id: net,
+                peer_net_health: best(&mut peers.iter().filter(|p| p.net == net).map(|p| p.health)),
+                peer_net_sel_priority: self.udsp.peer_net_priority(net),
+                local_net_health: best(
+                    &mut locals.iter().filter(|l| l.net == net).map(|l| l.health),
+                ),
+                local_net_sel_priority: self.udsp.local_net_priority(net),
+                peer_net_seq: 0,
+                local_net_seq: 0,
+            })
+            .collect();
         let params = LocalNiParams {
             numa_range: self.numa_range,
             gpu_memory: false,
@@ -240,6 +334,7 @@ impl ForwardTable {
         Some(NextHop {
             ni: path.local_ni.id,
             peer: path.peer_ni.id,
+            dest: path.peer_ni.id,
         })
     }
 }

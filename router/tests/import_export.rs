@@ -2,7 +2,7 @@
 //! HTTPS: one daemon's backup imported into a second, fresh one gives the same export (and
 //! again after that one restarts from its store); what cannot be applied at run time is
 //! refused item by item in lnetctl's error list while the rest is applied; `--del` takes
-//! the routes and peers away; `GET /api/v1/export` serves the same document.
+//! the routes, peers and UDSP rules away; `GET /api/v1/export` serves the same document.
 
 #![allow(
     clippy::unwrap_used,
@@ -159,6 +159,14 @@ global:
     retry_count: 1
     transaction_timeout: 40
     drop_asym_route: 1
+udsp:
+    - idx: 0
+      src: tcp1
+      action:
+          priority: 2
+    - idx: 1
+      dst: 127.0.47.[50-60]@tcp
+      rte: 127.0.47.9@tcp
 ";
     let _a = start(dir.path(), "a", 1, API_A, a_extra, &tls).await;
     let mut b = start(dir.path(), "b", 2, API_B, "", &tls).await;
@@ -180,6 +188,7 @@ global:
         "routing:\n    enable: 1\nbuffers:\n    tiny: 256\n    small: 512\n    large: 32\nglobal:\n",
         "    drop_asym_route: 1\n    retry_count: 1\n    transaction_timeout: 40\n",
         "            CPT: \"[",
+        "udsp:\n    - idx: 0\n      src: tcp1\n      action:\n          priority: 2\n    - idx: 1\n      dst: 127.0.47.[50-60]@tcp\n      rte: 127.0.47.9@tcp\n",
     ] {
         assert!(backup.contains(key), "{key:?} in\n{backup}");
     }
@@ -210,6 +219,7 @@ global:
         "      type: multi-hop\n",
         "      peer state: ",
         "routing:\n    - cpt[0]:\n",
+        "udsp:\n    - idx: 0\n      src: tcp1\n",
     ] {
         assert!(full.contains(key), "{key:?} in\n{full}");
     }
@@ -271,6 +281,7 @@ global:
         "set_routing",
         "add_peer",
         "add_route",
+        "add_udsp",
     ] {
         assert!(actions.iter().any(|a| a == action), "{action}: {actions:?}");
     }
@@ -287,6 +298,10 @@ global:
         "{shown}"
     );
     assert!(shown.contains("    retry_count: 1\n"), "{shown}");
+    assert!(
+        shown.contains("udsp:\n    - idx: 0\n      src: tcp1\n      action:\n          priority: 2\n    - idx: 1\n"),
+        "{shown}"
+    );
 
     // Kept in the store: restarted, B exports the same again.
     support::sigterm(b.pid());
@@ -298,8 +313,9 @@ global:
     assert!(ok, "{err}");
     assert_eq!(again, backup);
 
-    // What cannot be applied at run time is refused, named, and the rest applied: a net
-    // the node lacks, a net whose tunables differ, a UDSP rule; the route goes in.
+    // What cannot be applied is refused, named, and the rest applied: a net the node
+    // lacks, a net whose tunables differ, a UDSP rule whose expression does not parse; the
+    // route and the good UDSP rule go in.
     let mixed = dir.path().join("mixed.yaml");
     std::fs::write(
         &mixed,
@@ -321,8 +337,10 @@ route:
     - net: tcp5
       gateway: 127.0.47.9@tcp
 udsp:
-    - src: tcp
+    - dst: 127.0.47.[9-3]@tcp
       priority: 1
+    - src: tcp
+      priority: 3
 ",
     )
     .unwrap();
@@ -344,7 +362,15 @@ udsp:
         err.contains("    - route:\n          errno: -17\n          descr: \"route to tcp5 via 127.0.47.9@tcp: "),
         "{err}"
     );
-    assert!(err.contains("    - udsp:\n          errno: -95\n"), "{err}");
+    assert!(
+        err.contains("    - udsp:\n          errno: -22\n          descr: \"udsp rule 0: "),
+        "{err}"
+    );
+    let (_, rules, _) = run(API_B, &ca, READER, &["udsp", "show"]).await;
+    assert!(
+        rules.ends_with("    - idx: 2\n      src: tcp\n      action:\n          priority: 3\n"),
+        "{rules}"
+    );
     let (_, routes, _) = run(API_B, &ca, READER, &["route", "show", "--net", "tcp7"]).await;
     assert!(routes.contains("gateway: 127.0.47.7@tcp"), "{routes}");
 
@@ -368,6 +394,13 @@ udsp:
     assert!(!after.contains("127.0.47.50@tcp"), "{after}");
     assert!(after.contains("-     net: tcp7\n"), "{after}");
     assert!(after.contains("routing:\n    enable: 0\n"), "{after}");
+    // The file's two rules went by idx; the one added after them moved up to idx 0.
+    assert!(
+        after.ends_with(
+            "udsp:\n    - idx: 0\n      src: tcp\n      action:\n          priority: 3\n"
+        ),
+        "{after}"
+    );
     // Deleting again: each item is not found.
     let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
     assert!(!ok);
@@ -379,6 +412,10 @@ udsp:
         err.contains(
             "    - peer_ni:\n          errno: -2\n          descr: \"peer 127.0.47.50@tcp: "
         ),
+        "{err}"
+    );
+    assert!(
+        err.contains("    - udsp:\n          errno: -2\n          descr: \"udsp idx 1: "),
         "{err}"
     );
 

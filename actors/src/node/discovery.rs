@@ -14,6 +14,7 @@ use lnet::recovery::RecoveryKind;
 use lnet::{Features, Message as LnetMsg, NiStatus, Nid, PingInfo, WireHandle, PING_MATCHBITS};
 
 use super::error::NodeError;
+use super::publish::mr_peer;
 use super::txn::{Outcome, StartTxn};
 use super::{LnetActor, PING_SINK_LENGTH};
 use crate::events::RouteCause;
@@ -105,6 +106,13 @@ impl LnetActor {
     pub(super) fn learn(&mut self, info: PingInfo, from: Nid) {
         let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
         let primary = nids.first().copied().unwrap_or(from);
+        let mr_view = |act: &LnetActor| {
+            act.peers
+                .get(&primary)
+                .filter(|p| p.multi_rail)
+                .map(mr_peer)
+        };
+        let before = mr_view(self);
         let mr = info.features.contains(Features::MULTI_RAIL);
         self.set_peer(
             primary,
@@ -121,6 +129,11 @@ impl LnetActor {
         if let Some(peer) = self.peers.by_primary_mut(&primary) {
             peer.down = down;
             peer.push = push;
+        }
+        // The forward decision reads the Multi-Rail peers: a change reaches the
+        // forwarding path at once rather than at the next tick.
+        if mr_view(self) != before {
+            self.publish_forward();
         }
     }
 

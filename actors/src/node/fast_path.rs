@@ -36,7 +36,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
-use lnet::forward::{ForwardTable, Live};
+use lnet::forward::{ForwardMsg, ForwardTable, Live};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -120,6 +120,8 @@ struct PathSend {
 struct Charged {
     ni: Nid,
     peer: Nid,
+    /// The destination the header names from here.
+    dest: Nid,
     out: Arc<PathNi>,
     to: Arc<PathPeerNi>,
     now: Millis,
@@ -293,11 +295,15 @@ impl ForwardPath {
             return Err((msg, ticket));
         };
         let id = TxId(FAST_TX | self.next_tx.fetch_add(1, Relaxed));
+        // The header as it came, but for the destination of a Multi-Rail final hop; the
+        // message kept for the actors is as it came, for them to decide again.
+        let mut header = msg.header;
+        header.dest_nid = c.dest;
         let send = PathSend {
             tx: TxRequest {
                 id,
                 peer: c.peer,
-                header: msg.header,
+                header,
                 payload: msg.payload.clone(),
             },
             ni: c.ni,
@@ -409,11 +415,16 @@ impl ForwardPath {
             tx_credits: cell.credits(),
             seq: cell.seq(),
         };
+        let fwd = ForwardMsg {
+            src: msg.header.src_nid,
+            dest: msg.header.dest_nid,
+            arrived_on: msg.ni.net,
+            msg_type: msg.header.msg_type(),
+        };
         let hop = snap
             .table
             .next_hop(
-                msg.header.dest_nid,
-                msg.ni.net,
+                &fwd,
                 |n| snap.nis.get(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
                 |n| self.peer_ni(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
             )
@@ -439,6 +450,7 @@ impl ForwardPath {
         Some(Charged {
             ni: hop.ni,
             peer: hop.peer,
+            dest: hop.dest,
             out: Arc::clone(out),
             to,
             now,

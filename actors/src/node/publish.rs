@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use actix::prelude::*;
-use lnet::forward::{ForwardNi, ForwardRoute, ForwardTable};
+use lnet::forward::{ForwardNi, ForwardRoute, ForwardTable, MrPeer};
 use lnet::health::check::NiState;
 use lnet::netcheck::{Heard, NetChange};
 use lnet::route::GatewayAlive;
@@ -15,6 +15,7 @@ use lnet::time::Millis;
 use lnet::{Net, Nid};
 
 use super::fast_path::{Adopted, ForwardSnapshot, PathNi, PathPeerNi};
+use super::peers::Peer;
 use super::LnetActor;
 use crate::events::{Event, NetStatusReason};
 
@@ -56,6 +57,7 @@ impl LnetActor {
         let table = ForwardTable {
             nis,
             routes,
+            mr_peers: self.mr_peers(),
             udsp: self.config.udsp.clone(),
             numa_range: self.config.tunables.numa_range(),
         };
@@ -100,6 +102,19 @@ impl LnetActor {
             dead_gateways,
             heard,
         }));
+    }
+
+    /// The Multi-Rail peers by each of their NIDs, with the NIDs their peer gives UP, as
+    /// the forward decision reads them.
+    fn mr_peers(&self) -> HashMap<Nid, Arc<MrPeer>> {
+        let mut by_nid = HashMap::new();
+        for p in self.peers.iter().filter(|p| p.multi_rail) {
+            let peer = Arc::new(mr_peer(p));
+            for n in &p.nids {
+                by_nid.insert(*n, Arc::clone(&peer));
+            }
+        }
+        by_nid
     }
 
     /// Peer NIs `nids` belong to a known peer now: the forwarding path may use them.
@@ -162,5 +177,12 @@ impl LnetActor {
         }
         self.attempts.insert(a.done.id, id);
         self.on_completion(a.done, ctx);
+    }
+}
+
+/// Peer `p` as the forward decision sees a Multi-Rail peer.
+pub(super) fn mr_peer(p: &Peer) -> MrPeer {
+    MrPeer {
+        nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
     }
 }

@@ -2,6 +2,7 @@
 //! message takes ([`lnet::selection::select_path`] over the live views of the NI
 //! actors, UDSP preferences and NUMA distances).
 
+use lnet::forward::final_hop_nids;
 use lnet::health::HealthValue;
 use lnet::selection::{
     select_path, LocalNiCandidate, LocalNiParams, PeerNetCandidate, PeerNiCandidate,
@@ -9,6 +10,7 @@ use lnet::selection::{
 };
 use lnet::{Net, Nid};
 
+use super::publish::mr_peer;
 use super::{LnetActor, OutMsg, Path};
 
 impl LnetActor {
@@ -27,6 +29,7 @@ impl LnetActor {
             }
         }
         let peer_nids: Vec<Nid> = match msg.pin_peer {
+            Some(p) if msg.forward.is_some() && p == msg.target => self.final_hop_nids(msg),
             Some(p) => vec![p],
             None if msg.forward.is_some() => vec![msg.target],
             None => match self.peers.get(&msg.target) {
@@ -50,6 +53,24 @@ impl LnetActor {
         let (gateway, dest) = self.route_for(&peer_nids)?;
         let (ni, next_hop) = self.select_direct(msg, &[gateway])?;
         Some(Path { ni, next_hop, dest })
+    }
+
+    /// The peer NIs a forwarded message on its final hop may go to: the one addressed,
+    /// or the destination's others as Multi-Rail forwarding allows
+    /// ([`lnet::forward::final_hop_nids`], which the forwarding path applies too).
+    fn final_hop_nids(&self, msg: &OutMsg) -> Vec<Nid> {
+        let mr = |n: &Nid| self.peers.get(n).filter(|p| p.multi_rail).map(mr_peer);
+        let addressed = self
+            .peer_nis
+            .get(&msg.target)
+            .map_or(HealthValue::MAX, |e| e.view.borrow().health);
+        final_hop_nids(
+            msg.target,
+            msg.header.msg_type(),
+            addressed,
+            (mr(&msg.header.src_nid).as_ref(), mr(&msg.target).as_ref()),
+            |n| self.has_net(n),
+        )
     }
 
     pub(super) fn has_net(&self, net: Net) -> bool {

@@ -90,8 +90,10 @@ impl LnetActor {
         let mut header = msg.header;
         if msg.forward.is_none() {
             header.src_nid = ni;
-            header.dest_nid = dest;
         }
+        // A forwarded message keeps its destination, but for another NI of a Multi-Rail
+        // destination on its final hop.
+        header.dest_nid = dest;
         let tx = TxRequest {
             id: tx_id,
             peer,

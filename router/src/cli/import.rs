@@ -2,22 +2,22 @@
 //! node through the API, one request per item, with the API's own changes (each an admin
 //! event, kept in the store).
 //!
-//! `--add` (the default) sets `global:`, `buffers:` and `routing:`, then adds the peers and
-//! the routes. `--del` deletes the routes, then the peers (whole, or the NIDs listed when
-//! they leave out the primary NID), sets routing off and the `global:` keys lnetctl resets
+//! `--add` (the default) sets `global:`, `buffers:` and `routing:`, then adds the peers, the
+//! routes and the `udsp:` rules (each at its `idx`, in file order). `--del` deletes the
+//! routes, then the peers (whole, or the NIDs listed when they leave out the primary NID),
+//! the `udsp:` rules by `idx`, sets routing off and the `global:` keys lnetctl resets
 //! (`max_interfaces`, `numa_range`, `discovery`, `drop_asym_route`) back to their defaults,
 //! as `lnetctl import --del` does. `--show` prints what the node has for the items the file
 //! names.
 //!
 //! What cannot be done at run time is refused, item by item, and the rest is still
 //! applied: a `net:` item the node does not have (or whose `tunables:` differ from the
-//! running NI's: nets are set in the configuration file), `udsp:` rules and the
-//! `lnet-router:` section. Every failure is one item of the error list lnetctl prints,
+//! running NI's: nets are set in the configuration file) and the `lnet-router:` section. Every failure is one item of the error list lnetctl prints,
 //! under the command, and the exit status is non-zero.
 
 use std::path::Path;
 
-use lnet::config::{Config, LocalNi, NetConfig};
+use lnet::config::{Config, LocalNi, NetConfig, UdspRule};
 use lnet::tunables::{TunableName, Tunables};
 
 use super::client::{json, Client, CtlError, ErrorItem};
@@ -117,16 +117,6 @@ pub(super) async fn import(c: &Connect, file: &Path, mode: ImportMode) -> Result
     match mode {
         ImportMode::Add => add(&cl, &doc, &node, &mut r).await,
         _ => del(&cl, &doc, &mut r).await,
-    }
-    if !doc.udsp.is_empty() {
-        r.fail(
-            "udsp",
-            NOT_SUPPORTED,
-            format!(
-                "{} UDSP rule(s): not imported at run time (set them in the configuration file)",
-                doc.udsp.len()
-            ),
-        );
     }
     if doc.router.is_some() {
         r.fail(
@@ -228,6 +218,46 @@ async fn add(cl: &Client, doc: &Config, node: &Config, r: &mut Report<'_>) {
             res,
         );
     }
+    for (i, u) in doc.udsp.iter().enumerate() {
+        let body = serde_json::json!({
+            "src": u.src,
+            "dst": u.dst,
+            "rte": u.rte,
+            "priority": u.priority,
+            "idx": u.idx,
+        });
+        let res = cl.post("/api/v1/udsp", body).await;
+        r.note("udsp", &udsp_name(i, u), res);
+    }
+}
+
+/// How a failure names the file's `i`-th UDSP rule.
+fn udsp_name(i: usize, u: &UdspRule) -> String {
+    u.idx
+        .map_or_else(|| format!("udsp rule {i}"), |n| format!("udsp idx {n}"))
+}
+
+/// Deletes the file's UDSP rules by `idx`, as lnetctl does, the highest first: each `idx`
+/// then names the rule it named when the file was exported (deleting a lower one first
+/// would move the later rules up under it). A rule without an `idx` names none.
+async fn del_udsp(cl: &Client, doc: &Config, r: &mut Report<'_>) {
+    let mut named: Vec<u32> = Vec::new();
+    for (i, u) in doc.udsp.iter().enumerate() {
+        match u.idx {
+            Some(n) => named.push(n),
+            None => r.fail(
+                "udsp",
+                -22,
+                format!("{}: no idx, so no rule to delete", udsp_name(i, u)),
+            ),
+        }
+    }
+    named.sort_unstable_by(|a, b| b.cmp(a));
+    named.dedup();
+    for n in named {
+        let res = cl.delete(&format!("/api/v1/udsp/{n}")).await;
+        r.note("udsp", &format!("udsp idx {n}"), res);
+    }
 }
 
 async fn del(cl: &Client, doc: &Config, r: &mut Report<'_>) {
@@ -266,6 +296,7 @@ async fn del(cl: &Client, doc: &Config, r: &mut Report<'_>) {
             r.note("peer_ni", &what, res);
         }
     }
+    del_udsp(cl, doc, r).await;
     if doc.routing.is_some() {
         let put = cl.http.put(format!("{}/api/v1/routing", cl.base));
         let res = cl.send(put.json(&serde_json::json!({ "enable": 0 }))).await;
@@ -296,7 +327,8 @@ async fn del(cl: &Client, doc: &Config, r: &mut Report<'_>) {
 }
 
 /// What the node has for the items of `doc`: its nets of those types, those routes and
-/// peers, its routing and buffers, the `global:` keys named.
+/// peers, its routing and buffers, the `global:` keys named, its UDSP rules at the `idx`
+/// of the file's.
 fn show(doc: &Config, node: &Config) -> Config {
     let nets = node
         .nets
@@ -349,7 +381,12 @@ fn show(doc: &Config, node: &Config) -> Config {
         routing: node.routing.clone().filter(|_| routing_asked),
         buffers: node.buffers.clone().filter(|_| routing_asked),
         global,
-        udsp: Vec::new(),
+        udsp: node
+            .udsp
+            .iter()
+            .filter(|n| n.idx.is_some() && doc.udsp.iter().any(|d| d.idx == n.idx))
+            .cloned()
+            .collect(),
         router: None,
     }
 }

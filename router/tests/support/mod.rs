@@ -174,3 +174,41 @@ pub fn sigkill(pid: u32) {
         .unwrap();
     assert!(status.success());
 }
+
+/// Runs the CLI against the API on 127.0.0.1:`api` (HTTPS, `cert` its CA, `token` the
+/// bearer): success, stdout, stderr.
+pub fn ctl_at(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .arg("--api")
+        .arg(format!("https://127.0.0.1:{api}"))
+        .arg("--token")
+        .arg(token)
+        .arg("--ca-cert")
+        .arg(cert)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// [`ctl_at`] on the blocking pool, so that the test's own nodes go on meanwhile.
+pub async fn ctl_async(
+    api: u16,
+    cert: &Path,
+    token: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let cert = cert.to_owned();
+    let token = token.to_owned();
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        ctl_at(api, &cert, &token, &args)
+    })
+    .await
+    .unwrap()
+}

@@ -6,6 +6,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use lnet::config::{
     BufferPool, Buffers, CptBuffers, Global, Route, RouteState, RouteType, Routing, RoutingState,
+    UdspRule,
 };
 use lnet::show::ExportSource;
 use serde::Deserialize;
@@ -97,6 +98,18 @@ async fn source(s: &AppState) -> Result<ExportSource, ApiError> {
         large: total(|c| c.large.nbuffers),
     };
     let global = Global::from_tunables(&*s.shared.tunables.lock().await);
+    // The rules in list order, each with its position as `udsp show` numbers it.
+    let udsp = node
+        .udsp()
+        .await?
+        .source_rules()
+        .iter()
+        .zip(0u32..)
+        .map(|(rule, idx)| UdspRule {
+            idx: Some(idx),
+            ..rule.clone()
+        })
+        .collect();
     Ok(ExportSource {
         nets,
         routes,
@@ -111,13 +124,14 @@ async fn source(s: &AppState) -> Result<ExportSource, ApiError> {
         }),
         buffers: Some(buffers),
         global,
-        udsp: Vec::new(),
+        udsp,
     })
 }
 
 /// The node's configuration and state as `lnetctl export` prints it (YAML): `net:`,
-/// `route:`, `peer:`, `routing:`, `buffers:` and `global:`; with `backup=1` only what
-/// `lnetctl import` needs, as `lnetctl export --backup`. The UDSP rules are not in it.
+/// `route:`, `peer:`, `routing:`, `buffers:`, `global:` and `udsp:` (the selection rules,
+/// when there are any, in both forms); with `backup=1` only what `lnetctl import` needs,
+/// as `lnetctl export --backup`.
 #[utoipa::path(get, path = "/api/v1/export", tag = TAG_SHOW,
     security(("bearer" = [])),
     params(ExportQuery),
