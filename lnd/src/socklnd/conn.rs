@@ -200,12 +200,13 @@ impl<H: LndHandler> Writer<H> {
                     header,
                     payload,
                 } => {
-                    let head = self.head(&header)?;
                     sent.push(seq);
                     if payload.len() <= COALESCE_BYTES {
-                        out.push(seq, &head, &payload);
+                        out.push_frame(seq, self.parts.form, &header, &payload)
+                            .map_err(cannot_encode)?;
                         continue;
                     }
+                    let head = self.head(&header)?;
                     self.flush(out).await?;
                     if !self.parts.progress.start(seq, seq) {
                         return Err(ConnEnd::Local);
@@ -229,8 +230,7 @@ impl<H: LndHandler> Writer<H> {
         let mut head = KsockHeader::lnet().encode().to_vec();
         header
             .encode_into(self.parts.form, &mut head)
-            // Checked when the send was accepted; cannot happen.
-            .map_err(|e| ConnEnd::Protocol(format!("cannot encode header: {e}")))?;
+            .map_err(cannot_encode)?;
         Ok(head)
     }
 
@@ -320,12 +320,13 @@ impl<H: LndHandler> Writer<H> {
     /// One round of writes that never blocks: the small frames at the head of the queue,
     /// as far as the socket takes them (`more`: as the start of more); the rest, or the
     /// error, goes to the writer task.
-    fn write_round(&self, batch: &mut Vec<WriteItem>, more: bool) -> RoundEnd {
+    fn write_round(&self, scratch: &mut Scratch, more: bool) -> RoundEnd {
+        let Scratch { batch, out, sent } = scratch;
         if !self.outbox.take_now(batch, COALESCE_BYTES) {
             return RoundEnd::Idle;
         }
-        let mut out = Coalesced::default();
-        let mut sent = Vec::with_capacity(batch.len());
+        out.clear();
+        sent.clear();
         let mut failed = None;
         for item in batch.drain(..) {
             match item {
@@ -334,13 +335,12 @@ impl<H: LndHandler> Writer<H> {
                     seq,
                     header,
                     payload,
-                } => match self.head(&header) {
-                    Ok(head) => out.push(seq, &head, &payload),
-                    Err(end) => {
-                        failed = Some(end);
+                } => {
+                    if let Err(e) = out.push_frame(seq, self.parts.form, &header, &payload) {
+                        failed = Some(cannot_encode(e));
                         break;
                     }
-                },
+                }
             }
         }
         if failed.is_none() {
@@ -361,7 +361,7 @@ impl<H: LndHandler> Writer<H> {
                 Err(e) => failed = Some(ConnEnd::WriteFailed(e)),
             }
         }
-        self.mark(&out, off);
+        self.mark(out, off);
         sent.extend(
             out.ends
                 .iter()
@@ -370,7 +370,7 @@ impl<H: LndHandler> Writer<H> {
         );
         let rest = (off < out.bytes.len() && failed.is_none()).then(|| out.split_off_rest(off));
         self.parts.counts.by_reader(rest.is_some(), more);
-        self.completed(&mut sent);
+        self.completed(sent);
         let stop = rest.is_some() || failed.is_some();
         if self.outbox.release(rest, failed) {
             if stop {
@@ -393,19 +393,42 @@ enum RoundEnd {
     Done,
 }
 
+/// The buffers of a reader's rounds of writes, kept by its thread from round to round.
+#[derive(Default)]
+struct Scratch {
+    batch: Vec<WriteItem>,
+    out: Coalesced,
+    sent: Vec<u64>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
+}
+
 impl<H: LndHandler> batch::WriteNow for Writer<H> {
     fn write_now(&self, more: bool) -> bool {
-        let mut batch = Vec::new();
+        // Taken while in use: a write made meanwhile (none is) would use buffers of its
+        // own.
+        let mut scratch = SCRATCH.with(std::cell::Cell::take).unwrap_or_default();
         let mut wrote = false;
-        for _ in 0..INLINE_ROUNDS {
-            match self.write_round(&mut batch, more) {
-                RoundEnd::Idle => return wrote,
-                RoundEnd::Done => return true,
+        let mut rounds = 0;
+        let end = loop {
+            if rounds == INLINE_ROUNDS {
+                self.outbox.wake.notify_one();
+                break wrote;
+            }
+            rounds += 1;
+            match self.write_round(&mut scratch, more) {
+                RoundEnd::Idle => break wrote,
+                RoundEnd::Done => break true,
                 RoundEnd::Again => wrote = true,
             }
-        }
-        self.outbox.wake.notify_one();
-        wrote
+        };
+        scratch.out.clear();
+        scratch.sent.clear();
+        scratch.batch.clear();
+        SCRATCH.with(|s| s.set(Some(scratch)));
+        end
     }
 
     fn push(&self) {
@@ -699,4 +722,9 @@ fn no_acks_expected(ksock: &KsockHeader) -> Result<(), ConnEnd> {
             "ZC-ACK {acks:?} for a cookie never requested"
         ))),
     }
+}
+
+/// A header that does not encode: checked when its send was accepted, so it cannot happen.
+fn cannot_encode(e: lnet::HeaderError) -> ConnEnd {
+    ConnEnd::Protocol(format!("cannot encode header: {e}"))
 }

@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use super::end::ConnEnd;
 use super::item::WriteItem;
+use crate::socklnd::wire::KsockHeader;
 
 /// Frames taken for one round of writes at most.
 pub(crate) const WRITE_BATCH: usize = 64;
@@ -29,11 +30,31 @@ pub(crate) struct Coalesced {
 }
 
 impl Coalesced {
-    /// Appends an LNET frame of send number `seq`.
-    pub(crate) fn push(&mut self, seq: u64, head: &[u8], payload: &[u8]) {
-        self.bytes.extend_from_slice(head);
+    /// Appends the LNET frame of send number `seq`: its ksock and LNet headers, encoded
+    /// in place in `form`, then `payload`. Nothing is appended if the header does not
+    /// encode.
+    pub(crate) fn push_frame(
+        &mut self,
+        seq: u64,
+        form: lnet::HeaderForm,
+        header: &lnet::Header,
+        payload: &[u8],
+    ) -> Result<(), lnet::HeaderError> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(&KsockHeader::lnet().encode());
+        if let Err(e) = header.encode_into(form, &mut self.bytes) {
+            self.bytes.truncate(start);
+            return Err(e);
+        }
         self.bytes.extend_from_slice(payload);
         self.ends.push((seq, self.bytes.len()));
+        Ok(())
+    }
+
+    /// Empties it, keeping its allocations.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
     }
 
     /// What is left once the first `written` bytes are out: the frames not yet whole.
@@ -316,9 +337,11 @@ mod tests {
         let _ = q.push(lnet(1, 0), true);
         let mut batch = Vec::new();
         assert!(q.take_now(&mut batch, 4096));
-        let mut out = Coalesced::default();
-        out.push(1, &[1, 2, 3], &[4, 5]);
-        out.push(2, &[6], &[]);
+        // Two frames of 5 and 1 bytes.
+        let mut out = Coalesced {
+            bytes: vec![1, 2, 3, 4, 5, 6],
+            ends: vec![(1, 5), (2, 6)],
+        };
         let rest = out.split_off_rest(2);
         assert_eq!(rest.bytes, vec![3, 4, 5, 6]);
         assert_eq!(rest.ends, vec![(1, 3), (2, 4)]);
@@ -329,6 +352,32 @@ mod tests {
         let mut round = Vec::new();
         assert!(matches!(q.take_round(&mut round), Round::Rest(r) if r.ends.len() == 2));
         assert!(round.is_empty());
+    }
+
+    #[test]
+    fn a_frame_is_encoded_in_place_after_the_others() {
+        let WriteItem::Lnet {
+            header, payload, ..
+        } = lnet(7, 3)
+        else {
+            panic!("an LNET item");
+        };
+        let mut out = Coalesced::default();
+        out.push_frame(7, lnet::HeaderForm::Nid4, &header, &payload)
+            .unwrap();
+        out.push_frame(8, lnet::HeaderForm::Nid4, &header, &[])
+            .unwrap();
+        let mut head = KsockHeader::lnet().encode().to_vec();
+        header
+            .encode_into(lnet::HeaderForm::Nid4, &mut head)
+            .unwrap();
+        let mut want = head.clone();
+        want.extend_from_slice(&payload);
+        want.extend_from_slice(&head);
+        assert_eq!(out.bytes, want);
+        assert_eq!(out.ends, vec![(7, head.len() + 3), (8, 2 * head.len() + 3)]);
+        out.clear();
+        assert!(out.is_empty() && out.ends.is_empty());
     }
 
     #[test]
