@@ -12,12 +12,11 @@
 )]
 
 mod support;
-use support::{api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
+use support::{admin_actions, api_run_args, ctl_at, sigterm, wait_listening, Daemon, WAIT};
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tokio::time::timeout;
 
@@ -41,21 +40,7 @@ lnet-router:
 
 /// Runs the CLI with `args` and the connection flags; (success, stdout, stderr).
 fn ctl(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--api")
-        .arg(format!("https://127.0.0.1:{API}"))
-        .arg("--token")
-        .arg(token)
-        .arg("--ca-cert")
-        .arg(cert)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    ctl_at(API, cert, token, args)
 }
 
 async fn run(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
@@ -88,41 +73,6 @@ async fn stop(mut d: Daemon) {
     sigterm(d.pid());
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");
-}
-
-/// The admin actions of the event log, oldest first.
-async fn admin_actions(cert: &Path) -> Vec<String> {
-    let pem = std::fs::read(cert).unwrap();
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
-        .build()
-        .unwrap();
-    let v: serde_json::Value = client
-        .get(format!(
-            "https://127.0.0.1:{API}/api/v1/events?before=9007199254740991&limit=1000"
-        ))
-        .bearer_auth(READER)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut events: Vec<(u64, String)> = v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["event"]["type"] == "admin")
-        .map(|e| {
-            (
-                e["id"].as_u64().unwrap(),
-                e["event"]["action"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    events.sort();
-    events.into_iter().map(|(_, a)| a).collect()
 }
 
 struct Setup {
@@ -457,7 +407,7 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
     assert!(!ok);
 
     // Every change an admin event.
-    let actions = admin_actions(cert).await;
+    let actions = admin_actions(API, cert, READER).await;
     for want in [
         "add_peer",
         "add_peer_nids",
@@ -498,7 +448,7 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
     assert_eq!(out, "");
     let (_, out, _) = run(cert, READER, &["net", "show", "--net", "tcp1", "-v", "4"]).await;
     assert!(!out.contains("net priority: 2\n"), "{out}");
-    let actions = admin_actions(cert).await;
+    let actions = admin_actions(API, cert, READER).await;
     assert_eq!(
         actions.iter().filter(|a| *a == "delete_udsp").count(),
         2,

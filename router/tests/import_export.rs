@@ -12,11 +12,10 @@
 )]
 
 mod support;
-use support::{api_run_args, wait_listening, Daemon, BIN, WAIT};
+use support::{api_run_args, ctl_at, wait_listening, Daemon, WAIT};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use tokio::time::timeout;
 
@@ -25,25 +24,6 @@ const API_A: u16 = 24_761;
 const API_B: u16 = 24_762;
 const ADMIN: &str = "admin-secret-0123456789";
 const READER: &str = "reader-secret-0123456789";
-
-/// Runs the CLI against the daemon on `api`: success, stdout, stderr.
-fn ctl(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--api")
-        .arg(format!("https://127.0.0.1:{api}"))
-        .arg("--token")
-        .arg(token)
-        .arg("--ca-cert")
-        .arg(cert)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// Starts a daemon with `config` (nets and the acceptor port are added), its store in
 /// `dir/NAME/data`, its API on `api`; waits until it listens.
@@ -102,7 +82,7 @@ async fn run(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     tokio::task::spawn_blocking(move || {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ctl(api, &cert, &token, &args)
+        ctl_at(api, &cert, &token, &args)
     })
     .await
     .unwrap()

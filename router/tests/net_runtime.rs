@@ -12,7 +12,7 @@
 )]
 
 mod support;
-use support::{api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
+use support::{admin_actions, api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -136,41 +136,6 @@ async fn end_node(me: &str, far: &str, gateway: &str) -> Node {
     .await
     .unwrap();
     node
-}
-
-/// The admin actions of the event log, oldest first.
-async fn admin_actions(cert: &Path) -> Vec<String> {
-    let pem = std::fs::read(cert).unwrap();
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
-        .build()
-        .unwrap();
-    let v: serde_json::Value = client
-        .get(format!(
-            "https://127.0.0.1:{API}/api/v1/events?before=9007199254740991&limit=1000"
-        ))
-        .bearer_auth(READER)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let mut events: Vec<(u64, String)> = v["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["event"]["type"] == "admin")
-        .map(|e| {
-            (
-                e["id"].as_u64().unwrap(),
-                e["event"]["action"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    events.sort();
-    events.into_iter().map(|(_, a)| a).collect()
 }
 
 /// Waits (bounded) until nothing accepts connections on `addr`.
@@ -323,7 +288,7 @@ async fn net_add_at_run_time_forwards_survives_a_restart_and_net_del_closes_it()
     );
     let (ok, _, err) = run(cert, READER, &["net", "add", "--net", "tcp2", "--if", "lo"]).await;
     refused(ok, &err, "add:\n", -1, "changes need admin");
-    assert_eq!(admin_actions(cert).await, ["add_ni"]);
+    assert_eq!(admin_actions(API, cert, READER).await, ["add_ni"]);
     stop(d).await;
 
     // From the store alone: the NI added at run time is back.
@@ -372,7 +337,7 @@ async fn net_add_at_run_time_forwards_survives_a_restart_and_net_del_closes_it()
     );
     let (ok, _, err) = run(cert, ADMIN, &["net", "del", "--nid", "127.0.47.1@tcp"]).await;
     refused(ok, &err, "del:\n    - net:\n", -16, "last NI");
-    let actions = admin_actions(cert).await;
+    let actions = admin_actions(API, cert, READER).await;
     assert_eq!(actions, ["add_ni", "add_route", "delete_ni"]);
     stop(d).await;
 

@@ -11,11 +11,10 @@
 )]
 
 mod support;
-use support::{api_run_args, wait_listening, Daemon, BIN, WAIT};
+use support::{api_run_args, ctl_at, wait_listening, Daemon, WAIT};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::Command;
 
 use actors::{Node, NodeConfig, NodeHandler};
 use lnd::socklnd::{SockLnd, SockLndConfig};
@@ -27,21 +26,7 @@ const API: u16 = 24_771;
 const READER: &str = "reader-secret-0123456789";
 
 fn ctl(cert: &Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(BIN)
-        .args(args)
-        .arg("--api")
-        .arg(format!("https://127.0.0.1:{API}"))
-        .arg("--token")
-        .arg(READER)
-        .arg("--ca-cert")
-        .arg(cert)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    ctl_at(API, cert, READER, args)
 }
 
 /// The NIDs the pinged node has heard from, with what each sent it.

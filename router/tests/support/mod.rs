@@ -5,7 +5,8 @@
     unreachable_pub,
     clippy::unwrap_used,
     clippy::expect_used,
-    clippy::panic
+    clippy::panic,
+    clippy::indexing_slicing
 )]
 
 use std::io::Read;
@@ -211,4 +212,40 @@ pub async fn ctl_async(
     })
     .await
     .unwrap()
+}
+
+/// The actions of the admin events in the event log of the daemon whose API is on
+/// 127.0.0.1:`api` (HTTPS, `cert` its CA, `token` the bearer), oldest first.
+pub async fn admin_actions(api: u16, cert: &Path, token: &str) -> Vec<String> {
+    let pem = std::fs::read(cert).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap())
+        .build()
+        .unwrap();
+    let v: serde_json::Value = client
+        .get(format!(
+            "https://127.0.0.1:{api}/api/v1/events?before=9007199254740991&limit=1000"
+        ))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut events: Vec<(u64, String)> = v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"]["type"] == "admin")
+        .map(|e| {
+            (
+                e["id"].as_u64().unwrap(),
+                e["event"]["action"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    events.sort();
+    events.into_iter().map(|(_, a)| a).collect()
 }
