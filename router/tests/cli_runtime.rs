@@ -12,11 +12,11 @@
 )]
 
 mod support;
-use support::{admin_actions, api_run_args, ctl_at, sigterm, wait_listening, Daemon, WAIT};
+use support::{admin_actions, api_setup, ctl_at, sigterm, wait_listening, ApiSetup, Daemon, WAIT};
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tokio::time::timeout;
 
@@ -75,31 +75,8 @@ async fn stop(mut d: Daemon) {
     assert!(status.success(), "{status}\n{out}\n{err}");
 }
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    cert: PathBuf,
-    args: Vec<OsString>,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
-    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
-    let config = dir.path().join("lnet.yaml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let args = api_run_args(
-        dir.path(),
-        &config,
-        &format!("ops admin {ADMIN}\nview reader {READER}\n"),
-        API,
-        &cert_path,
-        &key_path,
-    );
-    Setup {
-        _dir: dir,
-        cert: cert_path,
-        args,
-    }
+fn setup() -> ApiSetup {
+    api_setup(CONFIG, API, ADMIN, READER)
 }
 
 /// The arguments without `--config FILE`: the daemon runs from its store alone.

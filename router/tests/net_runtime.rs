@@ -12,12 +12,13 @@
 )]
 
 mod support;
-use support::{admin_actions, api_run_args, sigterm, wait_listening, Daemon, BIN, WAIT};
+use support::{
+    admin_actions, api_setup, ctl_async, sigterm, wait_listening, ApiSetup, Daemon, WAIT,
+};
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use actors::{Node, NodeConfig, NodeHandler};
@@ -54,28 +55,7 @@ fn added_listen() -> SocketAddr {
 
 /// Runs the CLI with `args` and the connection flags; (success, stdout, stderr).
 async fn run(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
-    let cert = cert.to_owned();
-    let token = token.to_owned();
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let out = Command::new(BIN)
-            .args(&args)
-            .arg("--api")
-            .arg(format!("https://127.0.0.1:{API}"))
-            .arg("--token")
-            .arg(&token)
-            .arg("--ca-cert")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    })
-    .await
-    .unwrap()
+    ctl_async(API, cert, token, args).await
 }
 
 async fn start(args: &[OsString], also: Option<SocketAddr>) -> Daemon {
@@ -149,31 +129,8 @@ async fn wait_closed(addr: SocketAddr) {
     panic!("{addr} still accepts connections");
 }
 
-struct Setup {
-    _dir: tempfile::TempDir,
-    cert: PathBuf,
-    args: Vec<OsString>,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
-    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
-    let config = dir.path().join("lnet.yaml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let args = api_run_args(
-        dir.path(),
-        &config,
-        &format!("ops admin {ADMIN}\nview reader {READER}\n"),
-        API,
-        &cert_path,
-        &key_path,
-    );
-    Setup {
-        _dir: dir,
-        cert: cert_path,
-        args,
-    }
+fn setup() -> ApiSetup {
+    api_setup(CONFIG, API, ADMIN, READER)
 }
 
 /// The lnetctl error YAML's errno line is `errno` and its descr names `what`.

@@ -249,3 +249,37 @@ pub async fn admin_actions(api: u16, cert: &Path, token: &str) -> Vec<String> {
     events.sort();
     events.into_iter().map(|(_, a)| a).collect()
 }
+
+/// A daemon's files for a test of its API: a temporary directory, a self-signed
+/// certificate, the tokens file (an admin and a reader token) and the `run` arguments.
+pub struct ApiSetup {
+    /// Removed when the setup is dropped.
+    pub dir: tempfile::TempDir,
+    /// The certificate, the CLI's CA.
+    pub cert: std::path::PathBuf,
+    /// `run --config ...` with the API on 127.0.0.1:`api` over HTTPS.
+    pub args: Vec<std::ffi::OsString>,
+}
+
+/// An [`ApiSetup`] for configuration `config`, the API on `api`, tokens `admin` (role
+/// ops, admin) and `reader` (role view, reader).
+pub fn api_setup(config: &str, api: u16, admin: &str, reader: &str) -> ApiSetup {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let (cert_path, key_path) = cert.write(dir.path()).unwrap();
+    let config_path = dir.path().join("lnet.yaml");
+    std::fs::write(&config_path, config).unwrap();
+    let args = api_run_args(
+        dir.path(),
+        &config_path,
+        &format!("ops admin {admin}\nview reader {reader}\n"),
+        api,
+        &cert_path,
+        &key_path,
+    );
+    ApiSetup {
+        dir,
+        cert: cert_path,
+        args,
+    }
+}
