@@ -12,7 +12,7 @@
 )]
 
 mod support;
-use support::{api_run_args, ctl_at, wait_listening, Daemon, WAIT};
+use support::{admin_actions, api_run_args, ctl_async, wait_listening, Daemon, WAIT};
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -75,41 +75,6 @@ async fn start(
     d
 }
 
-/// The CLI on the blocking pool, so that the test's runtime goes on meanwhile.
-async fn run(api: u16, cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) {
-    let cert = cert.to_owned();
-    let token = token.to_owned();
-    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        ctl_at(api, &cert, &token, &args)
-    })
-    .await
-    .unwrap()
-}
-
-/// The admin events' actions in the daemon's event log, oldest first.
-async fn admin_actions(client: &reqwest::Client, api: u16) -> Vec<String> {
-    let page: serde_json::Value = client
-        .get(format!(
-            "https://127.0.0.1:{api}/api/v1/events?after=0&limit=1000"
-        ))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    page["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|e| e.pointer("/event/action").and_then(|a| a.as_str()))
-        .map(str::to_owned)
-        .collect()
-}
-
 #[actix::test]
 async fn a_backup_imported_into_a_fresh_router_exports_the_same() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,7 +117,7 @@ udsp:
     let mut b = start(dir.path(), "b", 2, API_B, "", &tls).await;
 
     // export --backup: lnetctl's sections and keys, nothing live.
-    let (ok, backup, err) = run(API_A, &ca, READER, &["export", "--backup"]).await;
+    let (ok, backup, err) = ctl_async(API_A, &ca, READER, &["export", "--backup"]).await;
     assert!(ok, "{backup}{err}");
     let expected_head = "net:
 -     net type: tcp
@@ -187,7 +152,7 @@ udsp:
     assert_eq!(parsed.to_yaml(), backup);
 
     // The full form: lo, NIDs, counters, route state, the pools per CPT.
-    let (ok, full, err) = run(API_A, &ca, READER, &["export"]).await;
+    let (ok, full, err) = ctl_async(API_A, &ca, READER, &["export"]).await;
     assert!(ok, "{full}{err}");
     for key in [
         "-     net type: lo\n",
@@ -234,27 +199,27 @@ udsp:
     // export FILE writes the file and prints nothing.
     let file = dir.path().join("a-backup.yaml");
     let file_arg = file.to_str().unwrap();
-    let (ok, out, err) = run(API_A, &ca, READER, &["export", file_arg, "--backup"]).await;
+    let (ok, out, err) = ctl_async(API_A, &ca, READER, &["export", file_arg, "--backup"]).await;
     assert!(ok && out.is_empty(), "{out}{err}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), backup);
 
     // import needs an admin token: refused item by item, nothing applied.
-    let (ok, _, err) = run(API_B, &ca, READER, &["import", file_arg]).await;
+    let (ok, _, err) = ctl_async(API_B, &ca, READER, &["import", file_arg]).await;
     assert!(!ok);
     assert!(err.starts_with("add:\n    - "), "{err}");
     assert!(err.contains("errno: -1\n"), "{err}");
-    let (_, b_before, _) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    let (_, b_before, _) = ctl_async(API_B, &ca, READER, &["export", "--backup"]).await;
     assert!(!b_before.contains("\nroute:\n"), "{b_before}");
 
     // import into the fresh router: silent, and its export is the same document.
-    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", file_arg]).await;
+    let (ok, out, err) = ctl_async(API_B, &ca, ADMIN, &["import", file_arg]).await;
     assert!(ok, "{out}{err}");
     assert!(out.is_empty(), "{out}");
-    let (ok, b_backup, err) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    let (ok, b_backup, err) = ctl_async(API_B, &ca, READER, &["export", "--backup"]).await;
     assert!(ok, "{err}");
     assert_eq!(b_backup, backup);
     // Each change was an admin event of the API's own handlers.
-    let actions = admin_actions(&client, API_B).await;
+    let actions = admin_actions(API_B, &ca, ADMIN).await;
     for action in [
         "set_global",
         "set_buffers",
@@ -267,7 +232,7 @@ udsp:
     }
 
     // import --show: what the node has for the file's items, as lnetctl prints them.
-    let (ok, shown, err) = run(API_B, &ca, READER, &["import", "--show", file_arg]).await;
+    let (ok, shown, err) = ctl_async(API_B, &ca, READER, &["import", "--show", file_arg]).await;
     assert!(ok, "{err}");
     assert!(
         shown.contains("      -     nid: 127.0.47.2@tcp\n"),
@@ -289,7 +254,7 @@ udsp:
     assert!(status.success(), "{status}");
     drop(b);
     let b = start(dir.path(), "b", 2, API_B, "", &tls).await;
-    let (ok, again, err) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    let (ok, again, err) = ctl_async(API_B, &ca, READER, &["export", "--backup"]).await;
     assert!(ok, "{err}");
     assert_eq!(again, backup);
 
@@ -325,7 +290,7 @@ udsp:
     )
     .unwrap();
     let mixed_arg = mixed.to_str().unwrap();
-    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", mixed_arg]).await;
+    let (ok, out, err) = ctl_async(API_B, &ca, ADMIN, &["import", mixed_arg]).await;
     assert!(!ok, "{out}{err}");
     assert!(
         err.starts_with("add:\n    - net:\n          errno: -95\n          descr: \"net tcp9: "),
@@ -346,17 +311,17 @@ udsp:
         err.contains("    - udsp:\n          errno: -22\n          descr: \"udsp rule 0: "),
         "{err}"
     );
-    let (_, rules, _) = run(API_B, &ca, READER, &["udsp", "show"]).await;
+    let (_, rules, _) = ctl_async(API_B, &ca, READER, &["udsp", "show"]).await;
     assert!(
         rules.ends_with("    - idx: 2\n      src: tcp\n      action:\n          priority: 3\n"),
         "{rules}"
     );
-    let (_, routes, _) = run(API_B, &ca, READER, &["route", "show", "--net", "tcp7"]).await;
+    let (_, routes, _) = ctl_async(API_B, &ca, READER, &["route", "show", "--net", "tcp7"]).await;
     assert!(routes.contains("gateway: 127.0.47.7@tcp"), "{routes}");
 
     // import --del: the file's routes and peers go; routing goes off, as lnetctl; its
     // nets cannot be deleted at run time: refused, named.
-    let (ok, out, err) = run(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
+    let (ok, out, err) = ctl_async(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
     assert!(!ok, "{out}{err}");
     assert_eq!(
         err,
@@ -369,7 +334,7 @@ udsp:
           descr: \"net tcp1: nets cannot be deleted at run time (configuration file)\"
 "
     );
-    let (_, after, _) = run(API_B, &ca, READER, &["export", "--backup"]).await;
+    let (_, after, _) = ctl_async(API_B, &ca, READER, &["export", "--backup"]).await;
     assert!(!after.contains("tcp5"), "{after}");
     assert!(!after.contains("127.0.47.50@tcp"), "{after}");
     assert!(after.contains("-     net: tcp7\n"), "{after}");
@@ -382,7 +347,7 @@ udsp:
         "{after}"
     );
     // Deleting again: each item is not found.
-    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
+    let (ok, _, err) = ctl_async(API_B, &ca, ADMIN, &["import", "--del", file_arg]).await;
     assert!(!ok);
     assert!(
         err.contains("    - route:\n          errno: -2\n          descr: \"route to tcp5 via 127.0.47.9@tcp: "),
@@ -402,7 +367,7 @@ udsp:
     // A file that cannot be read, or is not an export document: lnetctl's builder error,
     // naming the file or the key; nothing asked of the node.
     let missing = dir.path().join("missing.yaml");
-    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", missing.to_str().unwrap()]).await;
+    let (ok, _, err) = ctl_async(API_B, &ca, ADMIN, &["import", missing.to_str().unwrap()]).await;
     assert!(!ok);
     assert!(
         err.starts_with(
@@ -416,7 +381,7 @@ udsp:
         "route:\n    - net: tcp5\n      gateway: 127.0.47.9@tcp\n      hops: 2\n",
     )
     .unwrap();
-    let (ok, _, err) = run(API_B, &ca, ADMIN, &["import", bad.to_str().unwrap()]).await;
+    let (ok, _, err) = ctl_async(API_B, &ca, ADMIN, &["import", bad.to_str().unwrap()]).await;
     assert!(!ok);
     assert!(
         err.starts_with("yaml:\n    - builder:\n          errno: -22\n"),
