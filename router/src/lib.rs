@@ -25,3 +25,4 @@ pub mod numa;
 pub mod plan;
 pub mod run;
 pub mod startup;
+pub mod tcp_ni;

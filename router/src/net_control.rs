@@ -1,6 +1,6 @@
 //! Local NIs added and deleted on the running daemon (`net add|del` through the API): the
 //! new NI is checked as a start from the store would check it ([`crate::plan`]), started by
-//! the code that starts the configured NIs ([`crate::run`]), on the system thread, and kept
+//! the code that starts the configured NIs ([`crate::tcp_ni`]), on the system thread, and kept
 //! in the store, so that a restart from the store alone brings it back.
 
 use std::collections::HashMap;
@@ -135,12 +135,12 @@ impl RuntimeNis {
         let link = ni.interface.clone();
         let watch = self
             .on_system(async move {
-                crate::run::start_tcp_ni(&node, &ni, incarnation, &cpts).await?;
+                crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
                 let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
                 let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
                     actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
                 });
-                Ok::<_, crate::run::RunError>(watch)
+                Ok::<_, crate::tcp_ni::NiStartError>(watch)
             })
             .await?
             .map_err(|e| NiControlError::Start {

@@ -7,14 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actors::{LndStartError, NiDriver, Node, NodeConfig, NodeError};
-use lnd::socklnd::{SockLnd, SockLndConfig};
-use lnd::Lnd;
+use actors::{Node, NodeConfig, NodeError};
 use lnet::fault::RuleId;
 use lnet::Nid;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::plan::{Plan, TcpNi};
+use crate::plan::Plan;
 
 /// How long a stopping router keeps forwarding after it told its peers it is going down,
 /// so that they move to other routers first.
@@ -27,16 +25,8 @@ pub const DRAIN_BOUND: Duration = Duration::from_secs(5);
 #[non_exhaustive]
 pub enum RunError {
     /// An NI could not start (its acceptor could not listen, ...).
-    #[error("NI {nid} (acceptor {listen}) could not start: {source}")]
-    Ni {
-        /// The NI.
-        nid: Nid,
-        /// Where it was to listen.
-        listen: std::net::SocketAddr,
-        /// Why.
-        #[source]
-        source: NodeError,
-    },
+    #[error(transparent)]
+    Ni(#[from] crate::tcp_ni::NiStartError),
     /// A configured peer was refused by the node.
     #[error("peer {primary} could not be added: {source}")]
     Peer {
@@ -95,22 +85,6 @@ fn incarnation() -> u64 {
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or(0);
     now.max(1)
-}
-
-fn socklnd_config(ni: &TcpNi, incarnation: u64) -> SockLndConfig {
-    let mut c = SockLndConfig::new(ni.nid, incarnation);
-    c.listen = Some(ni.listen);
-    c.peer_port = ni.peer_port;
-    if let Some(credits) = ni.credits {
-        c.credits = credits;
-    }
-    if let Some(peer_credits) = ni.peer_credits {
-        c.peer_credits = peer_credits;
-    }
-    if let Some(cpp) = ni.conns_per_peer {
-        c.conns_per_peer = cpp;
-    }
-    c
 }
 
 /// A node started from a plan, with its NIs.
@@ -425,7 +399,7 @@ async fn start(
     cpts: &lnd::socklnd::Cpts,
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
-        start_tcp_ni(node, ni, incarnation, cpts).await?;
+        crate::tcp_ni::start(node, ni, incarnation, cpts).await?;
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {
@@ -443,7 +417,7 @@ async fn start(
         let description = crate::describe::o2iblnd(&c, interface);
         node.add_ni::<lnd::o2iblnd::O2ibLnd<actors::NodeHandler>>(c, credits)
             .await
-            .map_err(|source| RunError::Ni {
+            .map_err(|source| crate::tcp_ni::NiStartError {
                 nid: ni.nid,
                 listen: std::net::SocketAddr::from((
                     std::net::Ipv4Addr::from(ni.nid.addr_u32().unwrap_or(0)),
@@ -471,53 +445,6 @@ async fn start(
         })?;
         tracing::info!(net = %r.net, gateway = %r.gateway, "route added");
     }
-    Ok(())
-}
-
-/// Starts socklnd NI `ni` on `node` (as configured, or added at run time with `net add`):
-/// its LND with this run's `incarnation` and CPTs, the NI, what `net show` prints of it
-/// and its NUMA node. Must be called on the node's system thread.
-pub(crate) async fn start_tcp_ni(
-    node: &Node,
-    ni: &TcpNi,
-    incarnation: u64,
-    cpts: &lnd::socklnd::Cpts,
-) -> Result<(), RunError> {
-    let mut config = socklnd_config(ni, incarnation);
-    config.cpts = cpts.clone();
-    let credits = config.credits;
-    let described = config.clone();
-    let failed = |source| RunError::Ni {
-        nid: ni.nid,
-        listen: ni.listen,
-        source,
-    };
-    let lnd = SockLnd::start(config, node.handler()).await.map_err(|e| {
-        failed(NodeError::NiStart {
-            source: LndStartError::new(e),
-        })
-    })?;
-    let at = lnd.local_addr().unwrap_or(ni.listen);
-    let credits = actors::NiCredits {
-        credits,
-        peer_credits: ni.peer_credits,
-        peer_buffer_credits: ni.peer_buffer_credits,
-    };
-    node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
-        .await
-        .map_err(failed)?;
-    let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
-    let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
-    node.describe_ni(
-        ni.nid,
-        crate::describe::socklnd(&described, interface.clone()),
-    );
-    let device_node = interface.and_then(|i| crate::numa::interface_node(&i));
-    node.set_ni_numa_node(ni.nid, device_node)
-        .await
-        .map_err(failed)?;
-    println!("lnet-router: NI {} listening on {at}", ni.nid);
-    tracing::info!(nid = %ni.nid, listen = %at, "NI up");
     Ok(())
 }
 
