@@ -136,7 +136,7 @@ async fn source(s: &AppState) -> Result<ExportSource, ApiError> {
     security(("bearer" = [])),
     params(ExportQuery),
     responses(
-        (status = 200, description = "The export document", content_type = "application/yaml", body = String),
+        (status = 200, description = "The export document, a YAML mapping", content_type = "application/yaml", body = Object),
         (status = 400, description = "A bad query", body = ErrorBody),
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),

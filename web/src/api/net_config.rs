@@ -178,6 +178,7 @@ pub(crate) async fn add_ni(
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 404, description = "No such local NI", body = ErrorBody),
         (status = 409, description = "The router's last NI", body = ErrorBody),
+        (status = 422, description = "This server cannot stop NIs at run time", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn delete_ni(
