@@ -1327,6 +1327,8 @@ async fn drain_takes_the_node_out_of_service_and_set_routing_1_brings_it_back() 
     let info = a.ping_info().await.unwrap();
     assert!(info.features.contains(lnet::Features::RTE_DISABLED));
     assert!(info.statuses().all(|(_, s)| !s.is_up()), "{info:?}");
+    let m = api.get("/metrics", Some(READER)).await;
+    assert!(m.text.contains("\nlnet_router_draining 1\n"), "{}", m.text);
     // Draining again changes nothing; each request is an admin event.
     let again = api
         .call(Method::POST, "/api/v1/drain", Some(ADMIN), None)
@@ -1346,6 +1348,8 @@ async fn drain_takes_the_node_out_of_service_and_set_routing_1_brings_it_back() 
     assert!(!routing.draining, "{routing:?}");
     let info = a.ping_info().await.unwrap();
     assert!(info.statuses().all(|(_, s)| s.is_up()), "{info:?}");
+    let m = api.get("/metrics", Some(READER)).await;
+    assert!(m.text.contains("\nlnet_router_draining 0\n"), "{}", m.text);
 
     let events = api.admin_events().await;
     let actions: Vec<(&str, &str)> = events

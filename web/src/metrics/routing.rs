@@ -136,6 +136,13 @@ pub(crate) fn write_routing(x: &mut Exposition, r: &RoutingShow, now_ms: u64) {
         )
         .with(vec![], r.enabled),
     );
+    x.family(
+        Family::gauge(
+            "lnet_router_draining",
+            "1 while this router drains (lnet-router drain): out of service, its NIs advertised DOWN and routing disabled, still forwarding what it is sent.",
+        )
+        .with(vec![], r.draining),
+    );
     let mut adv = Family::gauge(
         "lnet_router_net_advertised_up",
         "1 when this router advertises its NIs on the net UP, 0 DOWN (the status its ping replies give).",
