@@ -231,9 +231,11 @@ fn ctl(connect: &router::cli::Connect, cmd: &router::cli::Ctl) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            match &e.printed {
-                Some(out) => print!("{out}"),
-                None => eprint!("{}", e.to_yaml()),
+            if let Some(out) = &e.printed {
+                print!("{out}");
+            }
+            if e.printed.is_none() || e.error_too {
+                eprint!("{}", e.to_yaml());
             }
             ExitCode::FAILURE
         }

@@ -390,3 +390,78 @@ udsp:
     assert!(err.contains("hops"), "{err}");
     drop(b);
 }
+
+#[actix::test]
+async fn import_exec_runs_the_files_ping_and_discover_commands_and_nothing_else() {
+    const API_C: u16 = 24_763;
+    const API_D: u16 = 24_764;
+    let dir = tempfile::tempdir().unwrap();
+    let cert = web::SelfSigned::generate(&["127.0.0.1", "localhost"]).unwrap();
+    let tls = cert.write(dir.path()).unwrap();
+    let ca = tls.0.clone();
+    let _c = start(dir.path(), "c", 3, API_C, "", &tls).await;
+    let _d = start(dir.path(), "d", 4, API_D, "", &tls).await;
+
+    // A route in the file is not added: --exec runs commands only.
+    let file = dir.path().join("exec.yaml");
+    std::fs::write(
+        &file,
+        "route:
+    - net: tcp5
+      gateway: 127.0.47.9@tcp
+ping:
+    timeout: 3000
+    nids: [127.0.47.4@tcp, 127.0.49.9@tcp9]
+discover:
+    nids:
+      - 127.0.48.4@tcp1
+",
+    )
+    .unwrap();
+    let file_arg = file.to_str().unwrap();
+    // A reader may ping but not discover: the ping's answers, then the refusal.
+    let (ok, out, err) = ctl_async(API_C, &ca, READER, &["import", "--exec", file_arg]).await;
+    assert!(!ok);
+    assert!(out.starts_with("ping:\n"), "{out}");
+    assert!(!out.contains("discover"), "{out}");
+    assert!(
+        err.starts_with("discover:\n    - discover:\n          errno: -1\n"),
+        "{err}"
+    );
+    let (ok, out, err) = ctl_async(API_C, &ca, ADMIN, &["import", "--exec", file_arg]).await;
+    assert!(!ok, "one NID has no route: {out}{err}");
+    let ping_at = out.find("ping:\n").expect("a ping document");
+    let discover_at = out
+        .find("discover:\n")
+        .unwrap_or_else(|| panic!("a discover document: {out}{err}"));
+    assert!(ping_at < discover_at, "{out}");
+    assert!(
+        out[..discover_at].contains("primary nid: 127.0.47.4@tcp"),
+        "{out}"
+    );
+    assert!(
+        out[..discover_at].contains("descr: \"failed to ping 127.0.49.9@tcp9: "),
+        "{out}"
+    );
+    assert!(
+        out[discover_at..].contains("primary nid: 127.0.47.4@tcp"),
+        "the discovered peer, by its primary NID: {out}"
+    );
+    let (_, routes, _) = ctl_async(API_C, &ca, READER, &["route", "show"]).await;
+    assert!(!routes.contains("tcp5"), "{routes}");
+
+    // All reachable: success; a bad NID in the file is the builder's error, nothing run.
+    std::fs::write(&file, "ping:\n    primary nid: 127.0.48.4@tcp1\n").unwrap();
+    let (ok, out, err) = ctl_async(API_C, &ca, READER, &["import", "--exec", file_arg]).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with("ping:\n"), "{out}");
+    std::fs::write(&file, "ping:\n    nids: [127.0.47.4@tcp, nonsense]\n").unwrap();
+    let (ok, out, err) = ctl_async(API_C, &ca, READER, &["import", "--exec", file_arg]).await;
+    assert!(!ok);
+    assert_eq!(out, "");
+    assert!(
+        err.starts_with("yaml:\n    - builder:\n          errno: -22\n"),
+        "{err}"
+    );
+    assert!(err.contains("ping.nids[1]"), "{err}");
+}

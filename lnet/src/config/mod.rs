@@ -29,6 +29,7 @@
 //! done by a small writer in this module.
 
 mod error;
+mod exec;
 mod global;
 mod net;
 mod peer;
@@ -45,6 +46,7 @@ pub(crate) mod yaml;
 mod tests;
 
 pub use error::{ConfigError, Position, ValidationError};
+pub use exec::{parse_exec, ExecCommand, DEFAULT_PING_TIMEOUT_MS};
 pub use global::{BufferPool, Buffers, CptBuffers, Global, Routing, RoutingState};
 pub use net::{Cpts, LndTunables, LocalNi, NetConfig, NiHealthStats, NiStatus, NiTunables};
 pub use peer::{Peer, PeerNi, PeerNiCredits, PeerNiHealthStats, PeerNiState};

@@ -23,8 +23,11 @@ pub struct CtlError {
     pub descr: String,
     /// A document lnetctl prints on standard output although the command failed (`ping`
     /// of several NIDs, some unreachable: the answers and a `manage:` list of failures).
-    /// When set, it is printed instead of the error YAML.
+    /// When set, it is printed instead of the error YAML (unless `error_too`).
     pub printed: Option<String>,
+    /// Whether the error YAML is printed too, after `printed` (`import --exec`: the
+    /// answers of the commands that ran before one was refused, then the refusal).
+    pub error_too: bool,
     /// More failures of the same command, printed after this one in the same list
     /// (`import`: one item per section or object that failed).
     pub(crate) more: Vec<ErrorItem>,
@@ -109,6 +112,7 @@ impl Client {
             errno: -22,
             descr,
             printed: None,
+            error_too: false,
             more: Vec::new(),
         };
         let mut b = reqwest::Client::builder().use_rustls_tls();
@@ -135,6 +139,7 @@ impl Client {
             errno,
             descr,
             printed: None,
+            error_too: false,
             more: Vec::new(),
         }
     }

@@ -1,4 +1,4 @@
-//! `import FILE [--add|--del|--show]`: an `lnetctl export` document applied to the running
+//! `import FILE [--add|--del|--show|--exec]`: an `lnetctl export` document applied to the running
 //! node through the API, one request per item, with the API's own changes (each an admin
 //! event, kept in the store).
 //!
@@ -8,7 +8,7 @@
 //! the `udsp:` rules by `idx`, sets routing off and the `global:` keys lnetctl resets
 //! (`max_interfaces`, `numa_range`, `discovery`, `drop_asym_route`) back to their defaults,
 //! as `lnetctl import --del` does. `--show` prints what the node has for the items the file
-//! names.
+//! names. `--exec` runs the file's `ping:` and `discover:` commands (and nothing else).
 //!
 //! What cannot be done at run time is refused, item by item, and the rest is still
 //! applied: a `net:` item the node does not have (or whose `tunables:` differ from the
@@ -92,11 +92,25 @@ impl Report<'_> {
 /// Reads and parses the file; lnetctl's `yaml: - builder:` error when it cannot.
 fn read(c: &Connect, file: &Path) -> Result<Config, CtlError> {
     let cl = Client::new(c, "yaml", "builder")?;
-    let text = std::fs::read_to_string(file).map_err(|e| {
+    let text = read_text(&cl, file)?;
+    lnet::config::parse(&text).map_err(|e| cl.err(-22, format!("{}: {e}", file.display())))
+}
+
+/// The file's text; lnetctl's `cannot open` error when it cannot be read.
+fn read_text(cl: &Client, file: &Path) -> Result<String, CtlError> {
+    std::fs::read_to_string(file).map_err(|e| {
         let errno = e.raw_os_error().map_or(-5, |n| -n);
         cl.err(errno, format!("cannot open '{}': {e}", file.display()))
-    })?;
-    lnet::config::parse(&text).map_err(|e| cl.err(-22, format!("{}: {e}", file.display())))
+    })
+}
+
+/// `import FILE --exec`: runs the file's `ping:` and `discover:` commands.
+pub(super) async fn exec(c: &Connect, file: &Path) -> Result<String, CtlError> {
+    let cl = Client::new(c, "yaml", "builder")?;
+    let text = read_text(&cl, file)?;
+    let commands = lnet::config::parse_exec(&text)
+        .map_err(|e| cl.err(-22, format!("{}: {e}", file.display())))?;
+    super::ping::exec(c, &commands).await
 }
 
 /// `import FILE [--add|--del|--show]`.

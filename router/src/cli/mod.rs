@@ -163,7 +163,8 @@ pub enum Ctl {
         #[arg(short = 'b', long)]
         backup: bool,
     },
-    /// `import FILE [--add|--del|--show]`: apply an export document to the running node.
+    /// `import FILE [--add|--del|--show|--exec]`: apply an export document to the running
+    /// node, or run its `ping:` and `discover:` commands.
     Import {
         /// The document (`lnetctl export` YAML).
         file: PathBuf,
@@ -176,8 +177,11 @@ pub enum Ctl {
         #[arg(short = 'd', long, conflicts_with = "show")]
         del: bool,
         /// Print what the node has for the items it names.
-        #[arg(short = 's', long)]
+        #[arg(short = 's', long, conflicts_with = "exec")]
         show: bool,
+        /// Run its `ping:` and `discover:` commands (nothing else is applied).
+        #[arg(short = 'e', long, conflicts_with_all = ["add", "del"])]
+        exec: bool,
     },
 }
 
@@ -630,10 +634,14 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
         Ctl::Whoami => token::whoami(c).await,
         Ctl::Export { file, backup } => export::export(c, file.as_deref(), *backup).await,
         Ctl::Import {
+            file, exec: true, ..
+        } => import::exec(c, file).await,
+        Ctl::Import {
             file,
             add: _,
             del,
             show,
+            exec: false,
         } => {
             let mode = if *del {
                 import::ImportMode::Del
