@@ -84,10 +84,11 @@ impl FaultRules {
         self.change(|t| t.remove_where(|_| true))
     }
 
-    /// Zeroes every rule's counters (`lnetctl fault drop|delay reset`).
-    pub fn reset(&self) {
+    /// Zeroes the counters of the rules for which `which` is true (`lnetctl fault
+    /// drop|delay reset`); how many.
+    pub fn reset(&self, which: impl FnMut(&FaultRule) -> bool) -> usize {
         let now = self.clock.now();
-        self.lock().reset(now);
+        self.lock().reset_where(now, which)
     }
 
     /// The rules and how often each matched and fired.

@@ -501,12 +501,12 @@ impl ConfigStore for StoreConfig {
         self.0.put_fault_rule(id, rule).map_err(kept)
     }
 
-    fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError> {
+    fn delete_fault_rule(&self, id: RuleId) -> Result<(), SinkError> {
         let id = u32::try_from(id.0).map_err(|_| SinkError::Refused {
             reason: format!("fault rule id {} is over the store's ids", id.0),
             source: None,
         })?;
-        self.0.delete_fault_rule(&ni, id).map_err(kept)
+        self.0.delete_fault_rule(id).map_err(kept)
     }
 
     fn put_peer(&self, primary: Nid, nids: &[Nid], multi_rail: bool) -> Result<(), SinkError> {

@@ -311,38 +311,117 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
         out,
         "fault:\n-     rule_type: delay\n      fa_src: 127.0.45.9@tcp1\n      fa_dst: <?>\n      fa_ptl_mask: 16\n      fa_msg_mask: 2\n      la_rate: 0\n      la_interval: 5\n      la_latency: 2\n      ls_delayed: 0\n      fs_count: 0\n      fs_put: 0\n      fs_ack: 0\n      fs_get: 0\n      fs_reply: 0\n"
     );
+    // Without --local_nid a rule applies at every NI, as in the kernel; --random with an
+    // interval is shown as that interval.
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &["fault", "drop", "add", "-s", "*@tcp9", "-d", "*", "-r", "2"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault", "drop", "add", "-s", "*@tcp8", "-d", "*", "-i", "4", "--random",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(cert, READER, &["fault", "drop", "show"]).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.starts_with(fixture), "{out}");
+    assert!(
+        out.contains("      fa_src: 255.255.255.255@tcp9\n      fa_dst: <?>\n      fa_ptl_mask: 0\n      fa_msg_mask: 15\n      da_rate: 2\n      da_interval: 0\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("      fa_src: 255.255.255.255@tcp8\n      fa_dst: <?>\n      fa_ptl_mask: 0\n      fa_msg_mask: 15\n      da_rate: 0\n      da_interval: 4\n"),
+        "{out}"
+    );
+    let (_, rules, _) = run(cert, READER, &["--json", "fault", "drop", "show"]).await;
+    let rules: serde_json::Value = serde_json::from_str(&rules).unwrap();
+    let triggers: Vec<(String, String)> = rules["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["rule"]["local_nid"]
+                    .as_str()
+                    .unwrap_or("every NI")
+                    .to_owned(),
+                r["rule"]["trigger"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        triggers,
+        [
+            ("127.0.44.1@tcp".to_owned(), r#"{"rate":10}"#.to_owned()),
+            ("every NI".to_owned(), r#"{"rate":2}"#.to_owned()),
+            ("every NI".to_owned(), r#"{"random_interval":4}"#.to_owned()),
+        ]
+    );
+    // --random needs an interval, as lnetctl says.
+    let (ok, _, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2", "--random",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("errno: -22\n") && err.contains("please provide an interval to randomize"),
+        "{err}"
+    );
+    // reset zeroes the counters of the drop rules (an admin event says how many).
+    let (ok, out, err) = run(cert, ADMIN, &["fault", "drop", "reset"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(out, "");
     // What the REST rules cannot do is refused, naming the option.
-    for (args, option) in [
-        (
-            &["fault", "drop", "add", "-s", "*", "-d", "*", "-r", "2"][..],
-            "--local_nid",
-        ),
-        (
-            &[
-                "fault",
-                "drop",
-                "add",
-                "-s",
-                "*",
-                "-d",
-                "*",
-                "-i",
-                "2",
-                "--random",
-                "-o",
-                "127.0.44.1@tcp",
-            ][..],
-            "--random",
-        ),
-        (&["fault", "drop", "reset"][..], "reset"),
-    ] {
-        let (ok, _, err) = run(cert, ADMIN, args).await;
-        assert!(!ok, "{args:?}");
-        assert!(
-            err.contains("errno: -95\n") && err.contains(option),
-            "{args:?}: {err}"
-        );
-    }
+    let (ok, _, err) = run(
+        cert,
+        ADMIN,
+        &[
+            "fault",
+            "drop",
+            "add",
+            "-s",
+            "*",
+            "-d",
+            "*",
+            "-r",
+            "2",
+            "-e",
+            "local_error",
+            "-e",
+            "remote_error",
+        ],
+    )
+    .await;
+    assert!(!ok);
+    assert!(
+        err.contains("errno: -95\n") && err.contains("--health_error"),
+        "{err}"
+    );
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &["fault", "drop", "del", "-s", "*@tcp9", "-d", "*"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &["fault", "drop", "del", "-s", "*@tcp8", "-d", "*"],
+    )
+    .await;
+    assert!(ok, "{out}{err}");
     let (ok, _, err) = run(
         cert,
         ADMIN,
@@ -391,6 +470,7 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
         "add_udsp",
         "add_fault_rule",
         "remove_fault_rule",
+        "reset_fault_rules",
     ] {
         assert!(actions.iter().any(|a| a == want), "{want}: {actions:?}");
     }

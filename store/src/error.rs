@@ -237,9 +237,6 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// A fault rule that names no local NI: the store keeps rules by NI.
-    #[error("a stored fault rule names its local NI")]
-    FaultRuleWithoutNi,
 }
 
 impl StoreError {

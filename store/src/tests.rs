@@ -1052,12 +1052,12 @@ fn fault_rules_are_kept_by_ni_with_ids_that_are_never_reused() {
         "by NI, then id"
     );
     assert_eq!(store.fault_rules_of(&nid("10.0.0.1@tcp")).unwrap().len(), 1);
-    store.delete_fault_rule(&nid("10.0.0.1@tcp"), b).unwrap();
+    store.delete_fault_rule(b).unwrap();
     let store = reopen(&dir, store);
     let c = store.add_fault_rule(&delay).unwrap();
     assert!(c > b, "ids are not reused after a delete and a restart");
     assert!(matches!(
-        store.delete_fault_rule(&nid("10.0.0.1@tcp"), b),
+        store.delete_fault_rule(b),
         Err(StoreError::NotFound {
             what: "fault rule",
             ..
@@ -1117,13 +1117,27 @@ fn fault_rules_refuse_what_lnetctl_refuses() {
         store.add_fault_rule(&d).is_err(),
         "a delay rule has no health error"
     );
+    assert!(store.fault_rules().unwrap().is_empty());
+}
+
+#[test]
+fn a_rule_of_every_ni_is_kept_and_deleted_by_its_id() {
+    let (dir, store) = fresh();
     let mut node_wide = drop_rule("10.0.0.1@tcp");
     node_wide.local_nid = None;
+    let a = store.add_fault_rule(&node_wide).unwrap();
+    let b = store.add_fault_rule(&drop_rule("10.0.0.1@tcp")).unwrap();
+    let store = reopen(&dir, store);
+    let kept = store.fault_rules().unwrap();
+    assert_eq!(kept.len(), 2);
+    assert!(kept.iter().any(|r| r.id == a && r.rule.local_nid.is_none()));
+    store.delete_fault_rule(a).unwrap();
     assert!(matches!(
-        store.add_fault_rule(&node_wide),
-        Err(StoreError::FaultRuleWithoutNi)
+        store.delete_fault_rule(a),
+        Err(StoreError::NotFound { .. })
     ));
-    assert!(store.fault_rules().unwrap().is_empty());
+    let left: Vec<u32> = store.fault_rules().unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(left, [b]);
 }
 
 #[test]

@@ -17,7 +17,7 @@
 //!
 //! * reads (any token): `GET nets` (`lnetctl net show -v 4`), `peers` (`peer show -v 4`),
 //!   `stats`, `global`, `recovery/local`, `recovery/peer`, `counters`,
-//!   `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
+//!   `fault-rules` and `nis/{nid}/fault-rules`, `routes` (`route show -v`), `routing` (`routing show`),
 //!   `export` and `export?backup=1` (`lnetctl export [--backup]`, YAML),
 //!   `events?after=ID&limit=N` or `events?before=ID&limit=N` (the event log, paged
 //!   forward or back), and `events/stream` (server-sent events, resumable with
@@ -25,7 +25,8 @@
 //! * changes (admin token, recorded as admin events with the token's name):
 //!   `POST nis/{nid}/health` and `peer-nis/{nid}/health` (health reset), `PUT global`
 //!   (tunables, checked with the kernel's ranges), `POST peers`, `POST ping`,
-//!   `POST discover`, `POST nis/{nid}/fault-rules`, `DELETE nis/{nid}/fault-rules/{id}`,
+//!   `POST discover`, `POST fault-rules`, `DELETE fault-rules/{id}`, `POST
+//!   fault-rules/reset`, `POST nis/{nid}/fault-rules`, `DELETE nis/{nid}/fault-rules/{id}`,
 //!   `POST routes`, `DELETE routes/{net}/{gateway}`, `PUT routing` (`set routing 0|1`;
 //!   1 also ends a drain), `POST drain` (out of service without stopping);
 //! * API tokens: `POST tokens` (the answer carries the new secret, shown once), `GET
@@ -56,7 +57,9 @@ mod stream;
 pub mod tls;
 
 pub use api::events::{EventPage, EventsQuery, EVENTS_PAGE, EVENTS_PAGE_MAX};
-pub use api::fault::{FaultRuleDoc, FaultRuleList};
+pub use api::fault::{
+    FaultReset, FaultResetDoc, FaultRuleDoc, FaultRuleKind, FaultRuleList, FaultRules,
+};
 pub use api::global::GlobalUpdate;
 pub use api::health::{HealthReset, HealthResetAll, HealthResetResult};
 pub use api::net_config::{NiAdd, NiChanged};

@@ -25,10 +25,10 @@ pub trait ConfigStore: Send + Sync + 'static {
     /// Deletes peer `primary` (all of it when `nids` is empty, else those NIDs) from what
     /// is kept; a peer that was never kept (learnt from traffic) is not an error.
     fn delete_peer(&self, primary: Nid, nids: &[Nid]) -> Result<(), SinkError>;
-    /// A fault rule was added under id `id` (the rule names its local NI).
+    /// A fault rule was added under id `id` (of the local NI it names, or of every NI).
     fn put_fault_rule(&self, id: RuleId, rule: &FaultRule) -> Result<(), SinkError>;
-    /// Fault rule `id` of local NI `ni` was removed.
-    fn delete_fault_rule(&self, ni: Nid, id: RuleId) -> Result<(), SinkError>;
+    /// Fault rule `id` was removed.
+    fn delete_fault_rule(&self, id: RuleId) -> Result<(), SinkError>;
     /// The UDSP rules are now `rules`, in list order (`lnetctl udsp add|del`).
     fn set_udsp(&self, rules: &[UdspRule]) -> Result<(), SinkError>;
     /// The router started draining (`true`) or its drain ended.

@@ -81,6 +81,12 @@ pub(crate) fn build() -> (Router<AppState>, utoipa::openapi::OpenApi) {
             api::fault::add_fault_rule
         ))
         .routes(routes!(api::fault::remove_fault_rule))
+        .routes(routes!(
+            api::fault::list_all_fault_rules,
+            api::fault::add_node_fault_rule
+        ))
+        .routes(routes!(api::fault::remove_node_fault_rule))
+        .routes(routes!(api::fault::reset_fault_rules))
         .routes(routes!(api::routes::get_routes, api::routes::add_route))
         .routes(routes!(api::routes::del_route))
         .routes(routes!(

@@ -66,6 +66,17 @@ fn mutations(a0: &str, b0: &str) -> Vec<(Method, String, Value)> {
         ),
         (
             Method::POST,
+            "/api/v1/fault-rules".into(),
+            json!({"kind": "drop", "source": "*", "dest": "*", "trigger": "all"}),
+        ),
+        (Method::DELETE, "/api/v1/fault-rules/1".into(), Value::Null),
+        (
+            Method::POST,
+            "/api/v1/fault-rules/reset".into(),
+            json!({"kind": "drop"}),
+        ),
+        (
+            Method::POST,
             "/api/v1/routes".into(),
             json!({"net": "tcp9", "gateway": b0}),
         ),
@@ -1062,6 +1073,10 @@ async fn the_openapi_document_describes_every_endpoint_and_schema() {
         ("GET", "/api/v1/nis/{nid}/fault-rules"),
         ("POST", "/api/v1/nis/{nid}/fault-rules"),
         ("DELETE", "/api/v1/nis/{nid}/fault-rules/{id}"),
+        ("GET", "/api/v1/fault-rules"),
+        ("POST", "/api/v1/fault-rules"),
+        ("DELETE", "/api/v1/fault-rules/{id}"),
+        ("POST", "/api/v1/fault-rules/reset"),
         ("GET", "/api/v1/routes"),
         ("POST", "/api/v1/routes"),
         ("DELETE", "/api/v1/routes/{net}/{gateway}"),
@@ -1367,6 +1382,114 @@ async fn drain_takes_the_node_out_of_service_and_set_routing_1_brings_it_back() 
             ("drain", "draining; 0 forwarded messages under way"),
             ("drain", "draining; 0 forwarded messages under way"),
             ("set_routing", "routing=1; drain ended"),
+        ]
+    );
+    api.server.shutdown().await;
+}
+
+#[actix::test]
+async fn a_fault_rule_of_every_ni_applies_at_each_and_reset_zeroes_its_counters() {
+    let (a, an, _b, bn, _fabric) = fabric_pair(frozen()).await;
+    let api = serve(a.clone(), frozen(), Mode::Https).await;
+    let ping = |nid: lnet::Nid| {
+        let api = &api;
+        async move {
+            let r = api
+                .call(
+                    Method::POST,
+                    "/api/v1/ping",
+                    Some(ADMIN),
+                    Some(json!({"nid": nid.to_string(), "timeout_ms": 300})),
+                )
+                .await;
+            serde_json::from_str::<Value>(&r.text).unwrap()["ok"] == json!(true)
+        }
+    };
+    assert!(ping(bn[0]).await);
+    // No local_nid: every NI drops what it receives.
+    let added = api
+        .call(
+            Method::POST,
+            "/api/v1/fault-rules",
+            Some(ADMIN),
+            Some(json!({"kind": "drop", "source": "*", "dest": "*", "trigger": "all"})),
+        )
+        .await;
+    assert_eq!(added.status, StatusCode::CREATED, "{added:?}");
+    let doc: web::FaultRuleDoc = serde_json::from_str(&added.text).unwrap();
+    assert_eq!(doc.rule.local_nid, None);
+    for nid in &bn {
+        assert!(!ping(*nid).await, "the reply through {nid} is dropped");
+    }
+    let all: web::FaultRules =
+        serde_json::from_value(api.read("/api/v1/fault-rules").await).unwrap();
+    assert_eq!(all.rules.len(), 1);
+    assert!(all.rules[0].fired >= 2, "{all:?}");
+    // Not a rule of one NI.
+    let one: web::FaultRuleList = serde_json::from_value(
+        api.read(&format!("/api/v1/nis/{}/fault-rules", an[0]))
+            .await,
+    )
+    .unwrap();
+    assert!(one.rules.is_empty(), "{one:?}");
+
+    // reset: the drop rules' counters are zeroed; a delay reset touches none of them.
+    let reset = |kind: &'static str| {
+        let api = &api;
+        async move {
+            let r = api
+                .call(
+                    Method::POST,
+                    "/api/v1/fault-rules/reset",
+                    Some(ADMIN),
+                    Some(json!({ "kind": kind })),
+                )
+                .await;
+            assert_eq!(r.status, StatusCode::OK, "{r:?}");
+            serde_json::from_str::<web::FaultResetDoc>(&r.text)
+                .unwrap()
+                .reset
+        }
+    };
+    assert_eq!(reset("delay").await, 0);
+    assert_eq!(reset("drop").await, 1);
+    let all: web::FaultRules =
+        serde_json::from_value(api.read("/api/v1/fault-rules").await).unwrap();
+    assert_eq!((all.rules[0].matched, all.rules[0].fired), (0, 0));
+
+    // A local_nid that is no local NI is refused; the rule is deleted by its id.
+    let bad = api
+        .call(
+            Method::POST,
+            "/api/v1/fault-rules",
+            Some(ADMIN),
+            Some(
+                json!({"kind": "drop", "source": "*", "dest": "*", "trigger": "all",
+                        "local_nid": "10.9.9.9@tcp"}),
+            ),
+        )
+        .await;
+    assert_eq!(bad.status, StatusCode::UNPROCESSABLE_ENTITY, "{bad:?}");
+    let path = format!("/api/v1/fault-rules/{}", doc.id);
+    let gone = api.call(Method::DELETE, &path, Some(ADMIN), None).await;
+    assert_eq!(gone.status, StatusCode::NO_CONTENT, "{gone:?}");
+    let again = api.call(Method::DELETE, &path, Some(ADMIN), None).await;
+    assert_eq!(again.status, StatusCode::NOT_FOUND, "{again:?}");
+    assert!(ping(bn[0]).await);
+    let actions: Vec<String> = api
+        .admin_events()
+        .await
+        .iter()
+        .map(|e| e["event"]["action"].as_str().unwrap().to_owned())
+        .filter(|a| a != "ping")
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "add_fault_rule",
+            "reset_fault_rules",
+            "reset_fault_rules",
+            "remove_fault_rule"
         ]
     );
     api.server.shutdown().await;

@@ -29,9 +29,11 @@ impl Node {
         self.faults.clear()
     }
 
-    /// Zeroes the counters of every fault rule (`lnetctl fault drop|delay reset`).
-    pub fn reset_fault_rules(&self) {
-        self.faults.reset();
+    /// Zeroes the counters of the fault rules for which `which` is true and restarts
+    /// their triggers (`lnetctl fault drop|delay reset`: the drop or the delay rules); how
+    /// many.
+    pub fn reset_fault_rules(&self, which: impl FnMut(&FaultRule) -> bool) -> usize {
+        self.faults.reset(which)
     }
 
     /// The fault rules and how often each matched and fired (`lnetctl fault drop|delay

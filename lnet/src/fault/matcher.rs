@@ -148,6 +148,10 @@ impl Live {
             FaultTrigger::Probability(per_million) => {
                 self.rng.below(1_000_000) < u64::from(per_million)
             }
+            FaultTrigger::RandomInterval(s) => {
+                let s = u64::from(s);
+                self.rng.below(s) >= s / 2
+            }
         }
     }
 
@@ -227,12 +231,16 @@ impl FaultTable {
         before - self.rules.len()
     }
 
-    /// Zeroes every rule's counters and restarts its trigger at `now`
-    /// (`lnetctl fault drop|delay reset`).
-    pub fn reset(&mut self, now: Millis) {
-        for live in &mut self.rules {
+    /// Zeroes the counters of the rules for which `which` is true and restarts their
+    /// triggers at `now` (`lnetctl fault drop|delay reset`: the drop or the delay rules);
+    /// how many.
+    pub fn reset_where(&mut self, now: Millis, mut which: impl FnMut(&FaultRule) -> bool) -> usize {
+        let mut n = 0;
+        for live in self.rules.iter_mut().filter(|l| which(&l.stats.rule)) {
             live.restart(now);
+            n += 1;
         }
+        n
     }
 
     /// Whether there are no rules (the fast path of the data path).

@@ -125,8 +125,12 @@ pub enum FaultTrigger {
     /// The Nth, 2Nth, 3Nth... matching message (N ≥ 1); not in lnetctl.
     EveryNth(u32),
     /// Each matching message with this chance in millionths (at most 1 000 000); not in
-    /// lnetctl, whose `--random` is a chance of one half.
+    /// lnetctl.
     Probability(u32),
+    /// `--interval S --random` (drop rules): each matching message is dropped when a draw
+    /// in `0..S` is at least `S / 2`, a chance of about one half (S ≥ 1), as the kernel
+    /// draws it; no window is kept. Shown as `da_interval: S`.
+    RandomInterval(u32),
 }
 
 /// An LNet message type a rule can be limited to (`--message`).
@@ -416,7 +420,9 @@ impl FaultRule {
             FaultTrigger::Rate(0) | FaultTrigger::EveryNth(0) => {
                 return Err(FaultRuleError::ZeroRate)
             }
-            FaultTrigger::Interval(0) => return Err(FaultRuleError::ZeroInterval),
+            FaultTrigger::Interval(0) | FaultTrigger::RandomInterval(0) => {
+                return Err(FaultRuleError::ZeroInterval)
+            }
             FaultTrigger::Probability(per_million) if per_million > 1_000_000 => {
                 return Err(FaultRuleError::Probability { per_million })
             }

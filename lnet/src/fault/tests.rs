@@ -191,7 +191,13 @@ fn every_nth_all_and_removal() {
     );
     assert_eq!(table.rules()[0].matched, 7);
     assert_eq!(table.rules()[0].fired, 2);
-    table.reset(T0);
+    assert_eq!(table.reset_where(T0, |r| r.kind != FaultKind::Drop), 0);
+    assert_eq!(
+        table.rules()[0].matched,
+        7,
+        "a delay reset leaves drop rules"
+    );
+    assert_eq!(table.reset_where(T0, |r| r.kind == FaultKind::Drop), 1);
     assert_eq!((table.rules()[0].matched, table.rules()[0].fired), (0, 0));
     assert!(table.remove(id));
     assert!(!table.remove(id));
@@ -576,4 +582,34 @@ proptest! {
             prop_assert!(!rule.matches(RX, me(), &h));
         }
     }
+}
+
+#[test]
+fn a_random_interval_drops_about_half_as_the_kernel_draws_and_keeps_no_window() {
+    let h = put("10.0.0.1@tcp", "10.0.0.2@tcp", 4);
+    let mut table = FaultTable::new();
+    table
+        .add(
+            FaultRule::drop(
+                NidMatch::Any,
+                NidMatch::Any,
+                FaultTrigger::RandomInterval(5),
+            ),
+            T0,
+        )
+        .unwrap();
+    // All at the same instant: an interval rule would fire at most once.
+    let n = fired(&mut table, 10_000, &h).iter().filter(|f| **f).count();
+    // A draw in 0..5 that is at least 2: three chances in five.
+    assert!((5_500..6_500).contains(&n), "{n}");
+    assert_eq!(table.rules()[0].fired, n as u64);
+    assert_eq!(
+        FaultRule::drop(
+            NidMatch::Any,
+            NidMatch::Any,
+            FaultTrigger::RandomInterval(0)
+        )
+        .validate(),
+        Err(FaultRuleError::ZeroInterval)
+    );
 }

@@ -1,10 +1,10 @@
-//! `fault drop|delay add|del|show|reset` over the REST fault rules of the local NIs
-//! (`/api/v1/nis/{nid}/fault-rules`), with lnetctl's options and its `fault:` document.
-//! What those rules cannot do is refused, naming the option.
+//! `fault drop|delay add|del|show|reset` over the node's REST fault rules
+//! (`/api/v1/fault-rules`), with lnetctl's options and its `fault:` document. A rule
+//! without `--local_nid` applies at every NI, as in the kernel. What those rules cannot do
+//! is refused, naming the option.
 
 use clap::{Args, Subcommand};
 use lnet::fault::{FaultHealthError, FaultKind, FaultMsgType, FaultRule, FaultTrigger, NidMatch};
-use lnet::show::NetShow;
 use lnet::Nid;
 
 use super::client::{json, Client, CtlError};
@@ -46,7 +46,7 @@ pub enum FaultOp {
     },
     /// Show the rules and their counters.
     Show,
-    /// Zero the rules' counters (not supported: refused).
+    /// Zero the rules' counters and restart their triggers.
     Reset,
 }
 
@@ -77,10 +77,11 @@ pub struct FaultAddArgs {
     /// Fail the send with this health status instead of losing the message (drop rules).
     #[arg(short = 'e', long = "health_error", alias = "health-error")]
     health_error: Vec<String>,
-    /// Only at this local NI (required here: rules are kept per local NI).
+    /// Only at this local NI (every NI when not given).
     #[arg(short = 'o', long = "local_nid", alias = "local-nid")]
     local_nid: Option<String>,
-    /// Drop each matching message with a chance of one half (not supported: refused).
+    /// With `--interval S`: drop each matching message with a chance of about one half
+    /// (a draw in 0..S at least S/2), instead of one per interval.
     #[arg(short = 'n', long)]
     random: bool,
     /// Drop every matching message (drop rules).
@@ -116,15 +117,9 @@ fn nid_match(cl: &Client, option: &str, text: &str) -> Result<NidMatch, CtlError
         .map_err(|e| cl.err(-22, format!("--{option}: {e}")))
 }
 
-/// The rule `fault drop|delay add` asks for, and the local NI it goes on.
-fn rule_of(cl: &Client, drop: bool, a: &FaultAddArgs) -> Result<(Nid, FaultRule), CtlError> {
+/// The rule `fault drop|delay add` asks for.
+fn rule_of(cl: &Client, drop: bool, a: &FaultAddArgs) -> Result<FaultRule, CtlError> {
     let refuse = |option: &str, why: &str| cl.err(-95, format!("--{option}: {why}"));
-    if a.random {
-        return Err(refuse(
-            "random",
-            "not supported: the rules here take --rate or --interval",
-        ));
-    }
     if !drop && (a.drop_all || !a.health_error.is_empty()) {
         let option = if a.drop_all {
             "drop_all"
@@ -146,10 +141,15 @@ fn rule_of(cl: &Client, drop: bool, a: &FaultAddArgs) -> Result<(Nid, FaultRule)
             ))
         }
     };
-    let trigger = if a.drop_all {
-        FaultTrigger::All
-    } else {
-        trigger
+    // As lnetctl: `--random` is for drop rules (a delay rule ignores it) and needs
+    // `--interval`.
+    let trigger = match trigger {
+        _ if a.drop_all => FaultTrigger::All,
+        FaultTrigger::Interval(i) if drop && a.random => FaultTrigger::RandomInterval(i),
+        _ if drop && a.random => {
+            return Err(cl.err(-22, "please provide an interval to randomize".to_owned()))
+        }
+        t => t,
     };
     let (Some(source), Some(dest)) = (&a.source, &a.dest) else {
         return Err(cl.err(
@@ -160,15 +160,14 @@ fn rule_of(cl: &Client, drop: bool, a: &FaultAddArgs) -> Result<(Nid, FaultRule)
             ),
         ));
     };
-    let Some(local) = &a.local_nid else {
-        return Err(refuse(
-            "local_nid",
-            "needed: fault rules here are kept per local NI; give the NI the rule applies at",
-        ));
-    };
-    let local: Nid = local
-        .parse()
-        .map_err(|e| cl.err(-22, format!("--local_nid: {local}: {e}")))?;
+    let local: Option<Nid> = a
+        .local_nid
+        .as_deref()
+        .map(|l| {
+            l.parse()
+                .map_err(|e| cl.err(-22, format!("--local_nid: {l}: {e}")))
+        })
+        .transpose()?;
     let source = nid_match(cl, "source", source)?;
     let dest = nid_match(cl, "dest", dest)?;
     let kind = if drop {
@@ -203,51 +202,24 @@ fn rule_of(cl: &Client, drop: bool, a: &FaultAddArgs) -> Result<(Nid, FaultRule)
             ))
         }
     };
-    let rule = FaultRule {
+    Ok(FaultRule {
         kind,
         portals: a.portal.clone(),
         message_types: types,
         health_error,
+        local_nid: local,
         ..FaultRule::drop(source, dest, trigger)
-    }
-    .at(local);
-    Ok((local, rule))
+    })
 }
 
-/// A rule of the node with the NI it is on.
-struct Listed {
-    ni: Nid,
-    id: u64,
-    rule: FaultRule,
-    matched: u64,
-    fired: u64,
-}
-
-/// Every fault rule of every local NI, of kind drop (`drop`) or delay.
-async fn listed(cl: &Client, drop: bool) -> Result<Vec<Listed>, CtlError> {
-    let nets: NetShow = cl.model(cl.get("/api/v1/nets").await?)?;
-    let mut out = Vec::new();
-    for ni in nets.nets.iter().flat_map(|n| &n.nis) {
-        if ni.nid.net == lnet::Net::LO {
-            continue;
-        }
-        let v = cl
-            .get(&format!("/api/v1/nis/{}/fault-rules", ni.nid))
-            .await?;
-        let list: web::FaultRuleList = cl.model(v)?;
-        for r in list.rules {
-            if matches!(r.rule.kind, FaultKind::Drop) == drop {
-                out.push(Listed {
-                    ni: ni.nid,
-                    id: r.id,
-                    rule: r.rule,
-                    matched: r.matched,
-                    fired: r.fired,
-                });
-            }
-        }
-    }
-    Ok(out)
+/// Every fault rule of the node of kind drop (`drop`) or delay.
+async fn listed(cl: &Client, drop: bool) -> Result<Vec<web::FaultRuleDoc>, CtlError> {
+    let all: web::FaultRules = cl.model(cl.get("/api/v1/fault-rules").await?)?;
+    Ok(all
+        .rules
+        .into_iter()
+        .filter(|r| matches!(r.rule.kind, FaultKind::Drop) == drop)
+        .collect())
 }
 
 /// A NID pattern as the kernel prints it.
@@ -275,12 +247,12 @@ fn msg_mask(types: &[FaultMsgType]) -> u32 {
 }
 
 /// lnetctl's `fault:` document of these rules.
-fn show_yaml(drop: bool, rules: &[Listed]) -> String {
+fn show_yaml(drop: bool, rules: &[web::FaultRuleDoc]) -> String {
     let mut out = String::from("fault:\n");
     for r in rules {
         let (rate, interval) = match r.rule.trigger {
             FaultTrigger::Rate(n) => (n, 0),
-            FaultTrigger::Interval(s) => (0, s),
+            FaultTrigger::Interval(s) | FaultTrigger::RandomInterval(s) => (0, s),
             _ => (0, 0),
         };
         let ptl_mask = r
@@ -328,12 +300,10 @@ pub(super) async fn run(c: &Connect, cmd: &FaultCmd) -> Result<String, CtlError>
     match op {
         FaultOp::Add(a) => {
             let cl = Client::new(c, "add", object)?;
-            let (ni, rule) = rule_of(&cl, drop, a)?;
+            let rule = rule_of(&cl, drop, a)?;
             let body = serde_json::to_value(&rule)
                 .map_err(|e| cl.err(-22, format!("the rule cannot be sent: {e}")))?;
-            let v = cl
-                .post(&format!("/api/v1/nis/{ni}/fault-rules"), body)
-                .await?;
+            let v = cl.post("/api/v1/fault-rules", body).await?;
             Ok(if c.json { json(&v) } else { String::new() })
         }
         FaultOp::Del { all, source, dest } => {
@@ -350,9 +320,8 @@ pub(super) async fn run(c: &Connect, cmd: &FaultCmd) -> Result<String, CtlError>
             for r in listed(&cl, drop).await? {
                 let hit = *all || (Some(r.rule.source) == source && Some(r.rule.dest) == dest);
                 if hit {
-                    cl.delete(&format!("/api/v1/nis/{}/fault-rules/{}", r.ni, r.id))
-                        .await?;
-                    removed.push(serde_json::json!({ "nid": r.ni.to_string(), "id": r.id }));
+                    cl.delete(&format!("/api/v1/fault-rules/{}", r.id)).await?;
+                    removed.push(serde_json::json!({ "id": r.id }));
                 }
             }
             Ok(if c.json {
@@ -368,25 +337,19 @@ pub(super) async fn run(c: &Connect, cmd: &FaultCmd) -> Result<String, CtlError>
                 return Err(cl.err(-2, format!("no {object} rules")));
             }
             if c.json {
-                let docs: Vec<serde_json::Value> = rules
-                    .iter()
-                    .map(|r| {
-                        serde_json::json!({
-                            "nid": r.ni.to_string(), "id": r.id, "rule": r.rule,
-                            "matched": r.matched, "fired": r.fired,
-                        })
-                    })
-                    .collect();
-                return Ok(json(&serde_json::json!({ "rules": docs })));
+                return Ok(json(&serde_json::json!({ "rules": rules })));
             }
             Ok(show_yaml(drop, &rules))
         }
         FaultOp::Reset => {
             let cl = Client::new(c, "reset", object)?;
-            Err(cl.err(
-                -95,
-                "reset: not supported: the fault rules' counters are not zeroed here".to_owned(),
-            ))
+            let v = cl
+                .post(
+                    "/api/v1/fault-rules/reset",
+                    serde_json::json!({ "kind": object }),
+                )
+                .await?;
+            Ok(if c.json { json(&v) } else { String::new() })
         }
     }
 }

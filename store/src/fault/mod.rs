@@ -2,7 +2,8 @@
 //! kept so that a restarted router installs them again.
 //!
 //! A rule is stored in its serde (JSON) form, keyed by the NID of the local NI it names
-//! (20-byte form), then a rule id that is never reused. Schema 1 stored an older form of
+//! (20-byte form; `LNET_NID_ANY` for a rule of every NI, which names none), then a rule id
+//! that is never reused. Schema 1 stored an older form of
 //! the rule; [`v1`] converts it.
 
 pub(crate) mod v1;
@@ -29,17 +30,18 @@ pub struct StoredFaultRule {
     pub rule: FaultRule,
 }
 
-/// The local NI a rule is kept under.
-fn rule_ni(rule: &FaultRule) -> Result<Nid, StoreError> {
-    rule.local_nid.ok_or(StoreError::FaultRuleWithoutNi)
+/// The NID a rule is kept under: its local NI, or `LNET_NID_ANY` for every NI.
+fn rule_ni(rule: &FaultRule) -> Nid {
+    rule.local_nid.unwrap_or(Nid::ANY)
 }
 
 /// A key and value of the fault rules tree, decoded as a read decodes them: the rule
-/// must name the NI it is keyed under.
+/// must name the NI it is keyed under (none under `LNET_NID_ANY`).
 pub(crate) fn decode_fault_entry(k: &[u8], v: &[u8]) -> Result<StoredFaultRule, StoreError> {
     let (ni, id) = decode_key(TreeId::Faults, k, keys::decode_fault)?;
     let rule: FaultRule = decode(TreeId::Faults, k, v)?;
-    if rule.local_nid != Some(ni) {
+    let keyed = if ni.is_any() { None } else { Some(ni) };
+    if rule.local_nid != keyed {
         let named = rule
             .local_nid
             .map_or_else(|| "no NI".to_owned(), |n| format!("NI {n}"));
@@ -55,10 +57,10 @@ pub(crate) fn decode_fault_entry(k: &[u8], v: &[u8]) -> Result<StoredFaultRule, 
 }
 
 impl Store {
-    /// Adds a fault rule (it names its local NI) and returns its id.
+    /// Adds a fault rule (of its local NI, or of every NI) and returns its id.
     pub fn add_fault_rule(&self, rule: &FaultRule) -> Result<u32, StoreError> {
         rule.validate().map_err(StoreError::FaultRule)?;
-        let ni = rule_ni(rule)?;
+        let ni = rule_ni(rule);
         let _guard = self.lock();
         let next = read_counter(&self.trees, NEXT_RULE_ID_KEY)?;
         let id = u32::try_from(next).map_err(|_| StoreError::InvalidArgument {
@@ -80,7 +82,7 @@ impl Store {
     /// a rule with that id; later [`Store::add_fault_rule`]s choose ids above it.
     pub fn put_fault_rule(&self, id: u32, rule: &FaultRule) -> Result<(), StoreError> {
         rule.validate().map_err(StoreError::FaultRule)?;
-        let ni = rule_ni(rule)?;
+        let ni = rule_ni(rule);
         let _guard = self.lock();
         let next = read_counter(&self.trees, NEXT_RULE_ID_KEY)?;
         let mut set = WriteSet::new();
@@ -95,18 +97,23 @@ impl Store {
         self.trees.commit(set)
     }
 
-    /// Deletes rule `id` of the NI `ni`.
-    pub fn delete_fault_rule(&self, ni: &Nid, id: u32) -> Result<(), StoreError> {
+    /// Deletes rule `id`.
+    pub fn delete_fault_rule(&self, id: u32) -> Result<(), StoreError> {
         let _guard = self.lock();
-        let key = keys::fault_key(ni, id);
-        if self.trees.get_raw(TreeId::Faults, &key)?.is_none() {
+        let mut set = WriteSet::new();
+        let mut found = false;
+        for (k, v) in self.trees.scan_raw(TreeId::Faults)? {
+            if decode_fault_entry(&k, &v)?.id == id {
+                set.remove(TreeId::Faults, &k);
+                found = true;
+            }
+        }
+        if !found {
             return Err(StoreError::NotFound {
                 what: "fault rule",
-                key: format!("{id} of NI {ni}"),
+                key: id.to_string(),
             });
         }
-        let mut set = WriteSet::new();
-        set.remove(TreeId::Faults, &key);
         self.trees.commit(set)
     }
 
