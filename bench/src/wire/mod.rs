@@ -22,6 +22,7 @@ pub mod child;
 pub mod drive;
 pub mod endpoint;
 pub mod frames;
+pub mod hostile;
 pub mod relay;
 pub mod sys;
 
@@ -35,6 +36,7 @@ use serde::Serialize;
 
 use child::Process;
 use drive::{Load, Outcome, Sink, Source, Timing};
+use hostile::{HostileCounts, HostileLoad, Targets};
 use relay::RelayMode;
 
 use crate::load::{median, percentile};
@@ -80,6 +82,10 @@ pub struct WireArgs {
     /// Write the report as JSON to this file ("-": standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<String>,
+    /// Also measure the router while hostile API clients and hostile socklnd peers are at
+    /// work (`router@N+hostile`; see [`hostile`]); the router then serves its API.
+    #[arg(long)]
+    pub hostile: bool,
 }
 
 /// Bytes of a bulk PUT.
@@ -179,6 +185,8 @@ pub struct WireReport {
     pub loadavg_start: String,
     /// `/proc/loadavg` after.
     pub loadavg_end: String,
+    /// With `--hostile`: what the hostile clients did, over every hostile measurement.
+    pub hostile: Option<HostileCounts>,
 }
 
 fn loadavg() -> String {
@@ -319,6 +327,22 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
         .arg("--config")
         .arg(&config)
         .env("RUST_LOG", "warn");
+    if args.hostile {
+        let tokens = dir.join("tokens");
+        std::fs::write(&tokens, format!("hostile-reader reader {HOSTILE_READER}\n")).map_err(
+            |source| BenchError::Io {
+                what: format!("write {}", tokens.display()),
+                source,
+            },
+        )?;
+        cmd.arg("--data-dir")
+            .arg(dir.join("router-data"))
+            .arg("--tokens-file")
+            .arg(&tokens)
+            .arg("--api-listen")
+            .arg(api_addr(args).to_string())
+            .arg("--plain-http");
+    }
     let mut process = Process::start(cmd, "lnet-router", &dir.join("router.log"))?;
     let source = Source::connect(
         src,
@@ -339,6 +363,28 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
         process: Some(process),
     })
 }
+
+/// The reader token the hostile clients' event streams use.
+const HOSTILE_READER: &str = "hostile-reader-0123456789abcdef";
+
+/// Where the router serves its API with `--hostile`.
+fn api_addr(args: &WireArgs) -> SocketAddr {
+    addr(58, 2, args.port + 3)
+}
+
+/// The hostile clients of the router path.
+fn hostile_targets(args: &WireArgs) -> Result<Targets, BenchError> {
+    Ok(Targets {
+        api: api_addr(args),
+        reader_token: HOSTILE_READER.to_owned(),
+        acceptor: addr(58, 2, args.port),
+        ni: pid_at(58, 2, "tcp")?.nid,
+    })
+}
+
+/// How long the hostile clients run before a measurement starts: the event streams
+/// subscribed and the handshake slots held.
+const HOSTILE_WARMUP: Duration = Duration::from_secs(2);
 
 /// Runs one load on a path, with the process's CPU time around it.
 fn phase(
@@ -445,6 +491,8 @@ struct Slot {
     path: usize,
     cpus: Vec<usize>,
     name: String,
+    /// Measured while the hostile clients are at work.
+    hostile: bool,
 }
 
 /// Runs `lnet-bench wire` and prints (and writes) its report.
@@ -478,7 +526,8 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         measure: measure_d,
         drain: DRAIN,
     };
-    let slots_per_repeat = 1 + 2 * args.cores.len();
+    let per_core = if args.hostile { 3 } else { 2 };
+    let slots_per_repeat = 1 + per_core * args.cores.len();
     let phase_bound = timing.warmup + timing.measure + DRAIN;
     let lifetime =
         (phase_bound * 3 * u32::try_from(slots_per_repeat * args.repeats).unwrap_or(u32::MAX))
@@ -512,6 +561,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         path: 0,
         cpus: Vec::new(),
         name: "direct".into(),
+        hostile: false,
     }];
     for &c in &args.cores {
         let cpus: Vec<usize> = (0..c).collect();
@@ -520,9 +570,19 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
                 path,
                 cpus: cpus.clone(),
                 name: format!("{kind}@{c}"),
+                hostile: false,
+            });
+        }
+        if args.hostile {
+            slots.push(Slot {
+                path: 2,
+                cpus: cpus.clone(),
+                name: format!("router@{c}+hostile"),
+                hostile: true,
             });
         }
     }
+    let mut hostile_total = args.hostile.then(HostileCounts::default);
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); slots.len()];
     for repeat in 0..args.repeats {
         for k in 0..slots.len() {
@@ -536,7 +596,18 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
             if let Some(p) = &path.process {
                 p.pin(&slot.cpus)?;
             }
-            let s = measure(path, &args, timing)?;
+            let s = if slot.hostile {
+                let load = HostileLoad::start(hostile_targets(&args)?, HOSTILE_WARMUP)?;
+                let s = measure(path, &args, timing);
+                let did = load.stop();
+                println!("wire: hostile clients: {did:?}");
+                if let Some(t) = hostile_total.as_mut() {
+                    t.add(&did);
+                }
+                s?
+            } else {
+                measure(path, &args, timing)?
+            };
             println!(
                 "wire: repeat {} {:<10} {:>10.0} PUT+ACK/s {:>6.2} GB/s p50 {:>7.1} us p99 {:>7.1} us{}",
                 repeat + 1,
@@ -577,10 +648,18 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     let mut ratios = Vec::new();
     let direct = samples.first().cloned().unwrap_or_default();
     for (j, &c) in args.cores.iter().enumerate() {
-        let relay = samples.get(1 + 2 * j).cloned().unwrap_or_default();
-        let router = samples.get(2 + 2 * j).cloned().unwrap_or_default();
+        let relay = samples.get(1 + per_core * j).cloned().unwrap_or_default();
+        let router = samples.get(2 + per_core * j).cloned().unwrap_or_default();
         ratios.push(ratio(format!("router@{c}/relay@{c}"), &router, &relay));
         ratios.push(ratio(format!("router@{c}/direct"), &router, &direct));
+        if args.hostile {
+            let hostile = samples.get(3 + per_core * j).cloned().unwrap_or_default();
+            ratios.push(ratio(
+                format!("router@{c}+hostile/router@{c}"),
+                &hostile,
+                &router,
+            ));
+        }
     }
     let report = WireReport {
         cpus: ncpu,
@@ -598,6 +677,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         unexpected,
         loadavg_start,
         loadavg_end: loadavg(),
+        hostile: hostile_total,
     };
     print_report(&report);
     if let Some(path) = &args.json {
@@ -641,6 +721,9 @@ fn print_report(r: &WireReport) {
         "pings answered by the end nodes: {}; other messages ignored: {}",
         r.pings_answered, r.unexpected
     );
+    if let Some(h) = &r.hostile {
+        println!("hostile clients, over every hostile measurement: {h:?}");
+    }
     println!("load: {} -> {}", r.loadavg_start, r.loadavg_end);
 }
 
