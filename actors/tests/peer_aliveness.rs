@@ -140,7 +140,11 @@ async fn a_router_drops_forwards_to_a_peer_ni_its_lnd_reported_gone_while_peer_t
             matches!(reasons.first(), Some(ForwardDrop::SendFailed(_))),
             "{reasons:?}"
         );
-        assert_eq!(reasons.last(), Some(&ForwardDrop::PeerNotAlive), "{reasons:?}");
+        assert_eq!(
+            reasons.last(),
+            Some(&ForwardDrop::PeerNotAlive),
+            "{reasons:?}"
+        );
         // Counted on the node and on B's peer NI as the kernel counts it.
         let counters = s.r.counters().await.unwrap();
         assert!(counters.get("drop_count").copied().unwrap_or(0) >= 2);
