@@ -181,6 +181,9 @@ pub enum ForwardDrop {
     NoLiveRoute,
     /// Every resend allowed failed.
     SendFailed(HealthStatus),
+    /// The next hop's peer NI is not alive (its cached NI status is not UP, with the
+    /// peer NI aliveness rule on: [`lnet::aliveness`]); finalized with `-EHOSTUNREACH`.
+    PeerNotAlive,
 }
 
 impl std::fmt::Display for ForwardDrop {
@@ -189,6 +192,7 @@ impl std::fmt::Display for ForwardDrop {
             ForwardDrop::NoRoute => f.write_str("no route to the destination net"),
             ForwardDrop::NoLiveRoute => f.write_str("no live route to the destination net"),
             ForwardDrop::SendFailed(s) => write!(f, "send failed: {s}"),
+            ForwardDrop::PeerNotAlive => f.write_str("peer not alive"),
         }
     }
 }

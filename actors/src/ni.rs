@@ -171,6 +171,13 @@ pub(crate) struct Apply {
     pub(crate) msg_type: Option<MsgType>,
 }
 
+/// Count a message of this type dropped before it was sent (`drop_count` and
+/// `dropped_stats`), as the kernel counts a message the peer NI aliveness rule drops on
+/// both its local NI and its peer NI.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct CountDropped(pub(crate) MsgType);
+
 /// Set the health value (`lnetctl net set --health`, `peer set --health`).
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
@@ -208,6 +215,12 @@ struct HealthCore {
 }
 
 impl HealthCore {
+    /// Counts a message of type `t` dropped before it was sent.
+    fn count_dropped(&mut self, t: MsgType) {
+        self.stats.drop_count = self.stats.drop_count.saturating_add(1);
+        self.stats.dropped.bump(t);
+    }
+
     /// Applies `effect`; returns the health before and after.
     fn apply(&mut self, a: &Apply, last_alive: Option<Millis>) -> (HealthValue, HealthValue) {
         if !a.cause.is_ok() {
@@ -461,6 +474,24 @@ impl Handler<Apply> for LocalNiActor {
                 self.start_send(next);
             }
         }
+        self.publish();
+    }
+}
+
+impl Handler<CountDropped> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, CountDropped(t): CountDropped, _ctx: &mut Context<Self>) {
+        self.core.count_dropped(t);
+        self.publish();
+    }
+}
+
+impl Handler<CountDropped> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, CountDropped(t): CountDropped, _ctx: &mut Context<Self>) {
+        self.core.count_dropped(t);
         self.publish();
     }
 }

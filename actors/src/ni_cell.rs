@@ -1,6 +1,8 @@
 //! What an NI or peer NI actor shares with the forwarding path: its tx credits, its
-//! health value, its round-robin counter, when it was last heard from, and the messages
-//! the forwarding path counted for it.
+//! health value, its round-robin counter, when it was last heard from, the cached NI
+//! status of a peer NI (UP until the LND reports it gone or its peer gives it DOWN, UP
+//! again once heard from; [`lnet::aliveness`]), and the messages the forwarding path
+//! counted for it.
 //!
 //! The actor owns the cell (it creates it and writes the health value); the forwarding
 //! path reads it and charges credits in place, without a message to the actor. A message
@@ -16,7 +18,7 @@
 //! credit given back always finds the waiter it is owed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::health::HealthValue;
@@ -51,6 +53,8 @@ pub struct NiCell {
     seq: AtomicU64,
     /// Milliseconds of the node's clock plus one; 0: never.
     last_alive: AtomicU64,
+    /// The cached NI status is DOWN (a peer NI's; see the module documentation).
+    down: AtomicBool,
     counts: Counts,
 }
 
@@ -98,6 +102,7 @@ impl NiCell {
             health: AtomicU32::new(HealthValue::MAX.get()),
             seq: AtomicU64::new(0),
             last_alive: AtomicU64::new(0),
+            down: AtomicBool::new(false),
             counts: Counts::default(),
         }
     }
@@ -187,9 +192,22 @@ impl NiCell {
         self.seq.fetch_add(1, Relaxed);
     }
 
-    /// Heard from at `now`.
+    /// Heard from at `now`: its cached NI status is UP again.
     pub(crate) fn alive_at(&self, now: Millis) {
         self.last_alive.fetch_max(now.0.saturating_add(1), Relaxed);
+        self.set_status_up(true);
+    }
+
+    /// Sets the cached NI status (UP or DOWN).
+    pub(crate) fn set_status_up(&self, up: bool) {
+        if self.down.load(Relaxed) == up {
+            self.down.store(!up, Relaxed);
+        }
+    }
+
+    /// Whether the cached NI status is UP.
+    pub fn status_up(&self) -> bool {
+        !self.down.load(Relaxed)
     }
 
     /// When last heard from, as far as the forwarding path saw.

@@ -14,9 +14,9 @@
 //! included) and of the GETs it served, `recv_length` the payload received for this node; `errors` is 0, as the kernel never counts one.
 //!
 //! `interfaces:` and `lnd tunables:` are what the NI was started with
-//! ([`NiDescription`]), left out when nobody recorded them; `peer_buffer_credits` is the
-//! node's setting and `peer_timeout` 0 (the kernel's value with the aliveness rule off,
-//! which this node does not apply).
+//! ([`NiDescription`]), left out when nobody recorded them; `peer_credits`,
+//! `peer_buffer_credits` and `peer_timeout` are the net's tunables (the peer NIs' credits
+//! and the peer NI aliveness rule, [`lnet::aliveness`]).
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
 //! the latency keys (0), `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of
@@ -45,10 +45,6 @@ use lnet::{Net, Nid};
 
 use crate::ni::{LocalNiView, NiStats, PeerNiView, TypeCounts};
 use crate::node::{Node, NodeError};
-
-/// `peer_timeout` of a local NI: 0, as the kernel shows it when the peer aliveness rule
-/// is off (this node does not apply it).
-const PEER_TIMEOUT: i32 = 0;
 
 /// What `net show` prints of a local NI beyond what the node tracks: the interface it
 /// runs on and its LND's tunables, recorded by whoever started the NI
@@ -125,6 +121,8 @@ struct NiShowState<'a> {
     udsp: &'a UdspPolicy,
     peer_credits: u32,
     peer_buffer_credits: u32,
+    /// The net's `peer_timeout`, seconds.
+    peer_timeout: u32,
     description: Option<NiDescription>,
     n_cpts: usize,
     /// Whether this node advertises the NI up in its ping info.
@@ -167,7 +165,7 @@ fn local_ni(v: &LocalNiView, st: &NiShowState<'_>) -> ShowNi {
             next_ping: Some(st.recovery.map_or(0, |e| e.next_ping.as_millis() / 1000)),
         },
         tunables: NiTunables {
-            peer_timeout: PEER_TIMEOUT,
+            peer_timeout: i32::try_from(st.peer_timeout).unwrap_or(i32::MAX),
             peer_credits: i32::try_from(peer_credits).unwrap_or(i32::MAX),
             peer_buffer_credits: i32::try_from(st.peer_buffer_credits).unwrap_or(i32::MAX),
             credits: i32::try_from(v.max_tx_credits).unwrap_or(i32::MAX),
@@ -280,6 +278,7 @@ impl Node {
                 udsp: &udsp,
                 peer_credits: credits.map_or(0, |c| c.peer_credits),
                 peer_buffer_credits: credits.map_or(0, |c| c.peer_buffer_credits),
+                peer_timeout: credits.map_or(0, |c| c.peer_timeout),
                 description: self.ni_description(&v.nid),
                 n_cpts,
                 advertised_up: advertised.get(&v.nid).copied().unwrap_or(false),

@@ -1036,6 +1036,7 @@ async fn a_nets_peer_credits_tunables_are_its_peer_nis_tx_and_router_buffer_cred
             credits: 64,
             peer_credits: Some(16),
             peer_buffer_credits: Some(4),
+            peer_timeout: None,
         };
         r1.add_ni::<Fab>(FabricConfig::new(&fabric, nid(R1A)), tcp)
             .await

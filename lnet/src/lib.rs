@@ -10,6 +10,7 @@
 //! documents.
 
 pub mod acceptor;
+pub mod aliveness;
 pub mod config;
 pub mod fault;
 pub mod forward;

@@ -256,8 +256,13 @@ fn resolve_nid(spec: &NiSpec, ifs: &dyn Interfaces) -> Result<Nid, NiControlErro
 
 /// The NI as the store keeps it: its NID, its interface, and the tunables given.
 fn local_ni(spec: &NiSpec, nid: Nid) -> LocalNi {
-    let tunables = (spec.credits.is_some() || spec.peer_credits.is_some()).then(|| NiTunables {
-        peer_timeout: 0,
+    let given =
+        spec.credits.is_some() || spec.peer_credits.is_some() || spec.peer_timeout.is_some();
+    let tunables = given.then(|| NiTunables {
+        // -1: the LND's default, as lnetctl writes a timeout not given.
+        peer_timeout: spec
+            .peer_timeout
+            .map_or(-1, |v| i32::try_from(v).unwrap_or(i32::MAX)),
         peer_credits: spec
             .peer_credits
             .and_then(|v| i32::try_from(v).ok())

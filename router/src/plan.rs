@@ -92,6 +92,9 @@ pub struct TcpNi {
     pub peer_credits: Option<u32>,
     /// Per-peer router-buffer credits (`tunables: peer_buffer_credits`), when given.
     pub peer_buffer_credits: Option<u32>,
+    /// `tunables: peer_timeout`, when given (0 or more; a negative one is the LND's
+    /// default, as in the kernel).
+    pub peer_timeout: Option<u32>,
     /// `lnd tunables: conns_per_peer`, when given.
     pub conns_per_peer: Option<u32>,
     /// The interface it was configured on (`interfaces: 0:`), whose link is watched.
@@ -107,6 +110,8 @@ pub struct O2ibNi {
     pub peer_credits: Option<u32>,
     /// `tunables: peer_buffer_credits`, when given.
     pub peer_buffer_credits: Option<u32>,
+    /// `tunables: peer_timeout`, when given (0 or more).
+    pub peer_timeout: Option<u32>,
     /// `tunables: credits`, when given.
     pub credits: Option<u32>,
     /// The interface it was configured on.
@@ -392,6 +397,7 @@ fn tcp_nis(
                 credits: tunables.and_then(|t| positive(t.credits)),
                 peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
                 peer_buffer_credits: tunables.and_then(|t| positive(t.peer_buffer_credits)),
+                peer_timeout: tunables.and_then(|t| u32::try_from(t.peer_timeout).ok()),
                 conns_per_peer: ni
                     .lnd_tunables
                     .as_ref()
@@ -446,6 +452,7 @@ fn o2ib_nis(
                 nid,
                 peer_credits: tunables.and_then(|t| positive(t.peer_credits)),
                 peer_buffer_credits: tunables.and_then(|t| positive(t.peer_buffer_credits)),
+                peer_timeout: tunables.and_then(|t| u32::try_from(t.peer_timeout).ok()),
                 credits: tunables.and_then(|t| positive(t.credits)),
                 interface: ni.interfaces.first().cloned(),
             });

@@ -411,6 +411,7 @@ async fn start(
             credits: ni.credits.unwrap_or(256),
             peer_credits: ni.peer_credits,
             peer_buffer_credits: ni.peer_buffer_credits,
+            peer_timeout: ni.peer_timeout,
         };
         let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
         let interface = crate::link::interface_of(ni.interface.as_deref(), addr);

@@ -50,6 +50,7 @@ pub(crate) async fn start(
         credits,
         peer_credits: ni.peer_credits,
         peer_buffer_credits: ni.peer_buffer_credits,
+        peer_timeout: ni.peer_timeout,
     };
     node.add_driver(Arc::new(NiDriver::new(lnd)), credits)
         .await

@@ -123,7 +123,7 @@ udsp:
 -     net type: tcp
       local NI(s):
       -     tunables:
-                  peer_timeout: 0
+                  peer_timeout: 180
 ";
     assert!(backup.starts_with(expected_head), "{backup}");
     for key in [

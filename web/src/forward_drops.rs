@@ -15,6 +15,7 @@ fn labels(reason: &ForwardDrop) -> (&'static str, &'static str) {
         ForwardDrop::NoRoute => ("no_route", ""),
         ForwardDrop::NoLiveRoute => ("no_live_route", ""),
         ForwardDrop::SendFailed(s) => ("send_failed", s.name()),
+        ForwardDrop::PeerNotAlive => ("peer_not_alive", ""),
         _ => ("other", ""),
     }
 }
@@ -39,12 +40,17 @@ impl ForwardDrops {
         }
     }
 
-    /// The drops so far by (reason, status), the two reasons without a status and
+    /// The drops so far by (reason, status), the three reasons without a status and
     /// `send_failed` always present (0 until the first), so that their rate is defined
     /// from the start.
     pub(crate) fn counts(&self) -> BTreeMap<(&'static str, &'static str), u64> {
         let mut counts = self.counts.lock().map(|c| c.clone()).unwrap_or_default();
-        for key in [("no_route", ""), ("no_live_route", ""), ("send_failed", "")] {
+        for key in [
+            ("no_route", ""),
+            ("no_live_route", ""),
+            ("peer_not_alive", ""),
+            ("send_failed", ""),
+        ] {
             counts.entry(key).or_default();
         }
         counts

@@ -21,6 +21,9 @@ pub struct NiSpec {
     pub credits: Option<u32>,
     /// Per-peer tx credits (`--peer-credits`).
     pub peer_credits: Option<u32>,
+    /// The net's `peer_timeout` in seconds (`--peer-timeout`; 0 turns the peer NI
+    /// aliveness rule off; none: the LND's default, 180).
+    pub peer_timeout: Option<u32>,
     /// socklnd `conns_per_peer` (`--conns-per-peer`, 0: the default).
     pub conns_per_peer: Option<u32>,
 }

@@ -64,6 +64,12 @@ async fn net_add_and_del_refusals_name_their_field() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "net",
         ),
+        // A peer_timeout is taken (and the request goes as far as the one above).
+        (
+            json!({"net": "tcp1", "interface": "lo", "peer_timeout": 30}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
     ];
     for (body, status, field) in cases {
         let got = add(body.clone(), ADMIN).await;

@@ -71,7 +71,9 @@ impl Default for NodeConfig {
 /// The credits a local NI is added with: its own tx credits and, for the peer NIs of its
 /// net, their tx credits and router-buffer credits (its net's `peer_credits` and
 /// `peer_buffer_credits` tunables, as the kernel takes them from the net; none given: the
-/// node's defaults, [`NodeConfig::peer_credits`] and [`NodeConfig::peer_buffer_credits`]).
+/// node's defaults, [`NodeConfig::peer_credits`] and [`NodeConfig::peer_buffer_credits`]),
+/// and its net's `peer_timeout` (none given: the LNDs' default,
+/// [`lnet::aliveness::DEFAULT_PEER_TIMEOUT`]; 0 turns the peer NI aliveness rule off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NiCredits {
     /// The NI's tx credits (`credits`).
@@ -81,6 +83,8 @@ pub struct NiCredits {
     /// Router-buffer credits of each peer NI on the NI's net (`peer_buffer_credits`;
     /// 0: the peer NI's tx credits).
     pub peer_buffer_credits: Option<u32>,
+    /// `peer_timeout` of the NI's net, seconds (0: the peer NI aliveness rule is off).
+    pub peer_timeout: Option<u32>,
 }
 
 impl From<u32> for NiCredits {
@@ -90,16 +94,19 @@ impl From<u32> for NiCredits {
             credits,
             peer_credits: None,
             peer_buffer_credits: None,
+            peer_timeout: None,
         }
     }
 }
 
-/// A local net's credits for its peer NIs: their tx credits (`peer_credits`) and the
-/// router-buffer credits as configured (`peer_buffer_credits`, 0: their tx credits).
+/// A local net's tunables for its peer NIs: their tx credits (`peer_credits`), the
+/// router-buffer credits as configured (`peer_buffer_credits`, 0: their tx credits) and
+/// `peer_timeout` (seconds; above 0 the peer NI aliveness rule is on while routing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct NetCredits {
     pub(crate) peer_credits: u32,
     pub(crate) peer_buffer_credits: u32,
+    pub(crate) peer_timeout: u32,
 }
 
 impl NodeConfig {
@@ -111,6 +118,9 @@ impl NodeConfig {
             peer_credits: positive(ni.peer_credits).unwrap_or(self.peer_credits),
             peer_buffer_credits: positive(ni.peer_buffer_credits)
                 .unwrap_or(self.peer_buffer_credits),
+            peer_timeout: ni
+                .peer_timeout
+                .unwrap_or(lnet::aliveness::DEFAULT_PEER_TIMEOUT),
         }
     }
 }

@@ -130,6 +130,13 @@ impl LnetActor {
             peer.down = down;
             peer.push = push;
         }
+        // The peer NIs' cached NI status is what their peer says (the peer NI aliveness
+        // rule reads it).
+        for (nid, status) in info.statuses() {
+            if let Some(e) = self.peer_nis.get(&nid) {
+                e.cell.set_status_up(status.is_up());
+            }
+        }
         // The forward decision reads the Multi-Rail peers: a change reaches the
         // forwarding path at once rather than at the next tick.
         if mr_view(self) != before {

@@ -24,7 +24,8 @@
 //! which applies the health rules and resends or drops it as for any forwarded message.
 //!
 //! A message the path cannot take as it is (no local NI credit free, an NI or peer NI
-//! below full health or not known yet, fault rules in force, the node draining, a net or
+//! below full health or not known yet, a next hop whose cached NI status is not UP (the
+//! peer NI aliveness rule is the actor's to apply), fault rules in force, the node draining, a net or
 //! gateway whose state the message would change, no next hop) takes the LNet actor's
 //! path from the start: the path never decides anything the actor would decide
 //! differently.
@@ -431,7 +432,13 @@ impl ForwardPath {
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
         let to = self.peer_ni(&hop.peer)?;
-        if !out.cell.health().is_max() || !to.cell.health().is_max() || !out.cell.try_take() {
+        // A peer NI whose cached status is not UP may be one the peer NI aliveness rule
+        // drops messages to: the actor decides it, and counts the drop.
+        if !out.cell.health().is_max()
+            || !to.cell.health().is_max()
+            || !to.cell.status_up()
+            || !out.cell.try_take()
+        {
             return None;
         }
         // Committed: count it where the actors would.

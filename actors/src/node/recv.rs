@@ -58,6 +58,10 @@ impl LnetActor {
             self.set_peer(from, vec![from], false, false);
         }
         self.ensure_peer_ni(from);
+        if let Some(e) = self.peer_nis.get(&from) {
+            // Heard from: its cached NI status is UP again.
+            e.cell.set_status_up(true);
+        }
         let probe = OutMsg {
             header: h,
             payload: Bytes::new(),

@@ -199,8 +199,13 @@ impl LnetActor {
 }
 
 impl LnetActor {
-    /// The LND lost a peer: a gateway among them is dead until it answers again.
+    /// The LND lost a peer: its cached NI status is DOWN (the kernel's `lnet_notify` with
+    /// `auto_down`) until it is heard from again, and a gateway among them is dead until
+    /// it answers again.
     pub(super) fn on_peer_down(&mut self, down: PeerDown) {
+        if let Some(e) = self.peer_nis.get(&down.peer) {
+            e.cell.set_status_up(false);
+        }
         if let Some(g) = self.routes.gateways.get_mut(&down.peer) {
             g.view.alive = GatewayAlive::Dead(GatewayDown::Unreachable(down.status));
             self.recompute_routes(RouteCause::PeerDown);

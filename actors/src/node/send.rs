@@ -7,6 +7,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use bytes::Bytes;
 use lnd::{TxCompletion, TxId, TxRequest};
+use lnet::aliveness::{self, Outgoing, PeerNotAlive};
 use lnet::health::check::{Committed, NoResend, Resend, ResendFrom};
 use lnet::health::{health_check, HealthContext, HealthStatus};
 use lnet::time::Millis;
@@ -16,7 +17,7 @@ use tokio::sync::oneshot;
 use super::txn::{FailReason, MsgEventKind, Outcome};
 use super::{bump, LnetActor, OutMsg, Path, Step};
 use crate::events::{Event, ForwardDrop};
-use crate::ni::{tell, Apply, PeerTransmit};
+use crate::ni::{tell, Apply, CountDropped, PeerTransmit};
 
 /// A PUT.
 #[derive(Debug, Clone)]
@@ -72,6 +73,10 @@ impl LnetActor {
             next_hop: peer,
             dest,
         } = path;
+        if self.peer_not_alive(msg, peer) {
+            self.drop_not_alive(id, ni, peer);
+            return;
+        }
         let tx_id = TxId(self.next());
         if let Some(e) = self.nis.get(&ni) {
             e.cell.picked();
@@ -114,6 +119,38 @@ impl LnetActor {
                 },
             );
         }
+    }
+
+    /// Whether the peer NI aliveness rule drops `msg` on its way to `peer`.
+    fn peer_not_alive(&self, msg: &OutMsg, peer: Nid) -> bool {
+        let peer_timeout = self
+            .net_credits
+            .get(&peer.net)
+            .map_or(0, |c| c.peer_timeout);
+        let status_up = self.peer_nis.get(&peer).is_none_or(|e| e.cell.status_up());
+        let out = Outgoing {
+            forwarded: msg.forward.is_some(),
+            target_pid: msg.header.dest_pid,
+        };
+        aliveness::check(self.config.tunables.routing(), peer_timeout, out, status_up).is_err()
+    }
+
+    /// Message `id`, about to leave on local NI `ni` for `peer`, is dropped by the peer
+    /// NI aliveness rule: counted on both NIs (`dropped_stats`) and on the node
+    /// (`drop_count`, `drop_length`), and reported. Only forwarded messages are.
+    fn drop_not_alive(&mut self, id: u64, ni: Nid, peer: Nid) {
+        let Some(msg) = self.msgs.get(&id) else {
+            return;
+        };
+        let t = msg.header.msg_type();
+        tracing::debug!(target_nid = %msg.header.dest_nid, %peer, errno = PeerNotAlive.errno(), "dropping message: peer not alive");
+        if let Some(e) = self.nis.get(&ni) {
+            tell(&e.addr, CountDropped(t));
+        }
+        if let Some(e) = self.peer_nis.get(&peer) {
+            tell(&e.addr, CountDropped(t));
+        }
+        self.drop_forward(id, ForwardDrop::PeerNotAlive);
     }
 
     /// Takes message `id` out; a forwarded message gives its router buffer back.

@@ -20,8 +20,9 @@ pub struct NetAddArgs {
     /// Networks from IP address patterns (not supported).
     #[arg(short = 'p', long)]
     pub ip2net: Option<String>,
-    /// Seconds before a peer is declared dead (not supported).
-    #[arg(short = 't', long = "peer-timeout")]
+    /// The net's `peer_timeout`, seconds (0 turns the peer NI aliveness rule off; not a
+    /// number or negative: the LND's default, 180).
+    #[arg(short = 't', long = "peer-timeout", allow_hyphen_values = true)]
     pub peer_timeout: Option<i64>,
     /// Per-peer tx credits.
     #[arg(short = 'c', long = "peer-credits")]
@@ -133,12 +134,6 @@ pub(super) async fn add(c: &Connect, a: &NetAddArgs) -> Result<String, CtlError>
         };
         return Err(unsupported(option, "kfilnd only"));
     }
-    if a.peer_timeout.is_some() {
-        return Err(unsupported(
-            "--peer-timeout",
-            "this router does not apply the peer aliveness rule",
-        ));
-    }
     if a.peer_buffer_credits.is_some() {
         return Err(unsupported(
             "--peer-buffer-credits",
@@ -195,6 +190,8 @@ pub(super) async fn add(c: &Connect, a: &NetAddArgs) -> Result<String, CtlError>
         "nid": a.nid,
         "credits": positive(a.credits),
         "peer_credits": positive(a.peer_credits),
+        // lnetctl takes a negative timeout as none given (the LND's default).
+        "peer_timeout": a.peer_timeout.and_then(|v| u32::try_from(v).ok()),
         "conns_per_peer": a.conns_per_peer.and_then(|v| u32::try_from(v).ok()),
     });
     let v = cl.post("/api/v1/nets", body).await.map_err(|mut e| {

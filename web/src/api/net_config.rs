@@ -32,6 +32,11 @@ pub struct NiAdd {
     pub credits: Option<u32>,
     /// Per-peer tx credits.
     pub peer_credits: Option<u32>,
+    /// The net's `peer_timeout`, seconds: above 0, a message this router forwards to a
+    /// peer NI of the net whose cached NI status is not UP is dropped (the peer NI
+    /// aliveness rule); 0 turns the rule off. Absent: 180, the LND's default.
+    #[schema(example = 180)]
+    pub peer_timeout: Option<u32>,
     /// Connections of each direction per peer (0 to 127; 0: the default).
     pub conns_per_peer: Option<u32>,
     /// The IP type of service of its sockets: only -1 (none) is taken.
@@ -139,6 +144,7 @@ pub(crate) async fn add_ni(
         nid,
         credits: req.credits.filter(|c| *c > 0),
         peer_credits: req.peer_credits.filter(|c| *c > 0),
+        peer_timeout: req.peer_timeout,
         conns_per_peer: req.conns_per_peer,
     };
     let nid = control(&s)?.add_ni(spec).await.map_err(api_error)?;
@@ -147,10 +153,12 @@ pub(crate) async fn add_ni(
         "add_ni",
         Some(nid.to_string()),
         format!(
-            "interface={} credits={} peer_credits={} conns_per_peer={}",
+            "interface={} credits={} peer_credits={} peer_timeout={} conns_per_peer={}",
             req.interface.as_deref().unwrap_or("-"),
             req.credits.unwrap_or(0),
             req.peer_credits.unwrap_or(0),
+            req.peer_timeout
+                .map_or_else(|| "-".to_owned(), |t| t.to_string()),
             req.conns_per_peer.unwrap_or(0)
         ),
     );
