@@ -115,7 +115,8 @@ mod tests {
         assert_eq!(c[&("no_route", "")], 0);
         assert_eq!(c[&("send_failed", "")], 0);
         assert_eq!(c[&("send_failed", "REMOTE_TIMEOUT")], 1);
-        assert_eq!(c.len(), 4);
+        assert_eq!(c[&("peer_not_alive", "")], 0);
+        assert_eq!(c.len(), 5);
         assert_eq!(d.lost(), 0);
     }
 }
