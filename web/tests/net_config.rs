@@ -190,7 +190,8 @@ async fn net_set_lnd_setting_refusals_name_their_field() {
         ADMIN,
     )
     .await;
-    assert_eq!(got.status, StatusCode::BAD_REQUEST, "{got:?}");
+    assert_eq!(got.status, StatusCode::UNPROCESSABLE_ENTITY, "{got:?}");
+    assert_eq!(got.error().0.as_deref(), Some("extra"), "{got:?}");
     assert!(api.admin_actions().is_empty(), "{:?}", api.admin_actions());
     api.server.shutdown().await;
 }

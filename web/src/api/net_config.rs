@@ -315,7 +315,7 @@ async fn set_conns_per_peer(
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 404, description = "No such local NI", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A value outside 0..=127, an NI whose LND keeps its connections per peer (o2ib), or a server that cannot change NIs", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, an NI whose LND keeps its connections per peer (o2ib), or a server that cannot change NIs", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn set_ni_conns_per_peer(
@@ -342,7 +342,7 @@ pub(crate) async fn set_ni_conns_per_peer(
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A value outside 0..=127, or a server that cannot change NIs", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, or a server that cannot change NIs", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn set_all_conns_per_peer(
@@ -367,7 +367,7 @@ pub(crate) async fn set_all_conns_per_peer(
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A timeout of 0, an LND whose timeout cannot change while it runs (o2ib, others), or a server that cannot change NIs", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a timeout of 0, an LND whose timeout cannot change while it runs (o2ib, others), or a server that cannot change NIs", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn set_lnd_timeout(
