@@ -3,8 +3,8 @@
 //! once; a peer the router first connects to after `--conns-per-peer 2` gets two BULK_IN
 //! and two BULK_OUT connections where one before got one of each; after `--lnd-timeout 1`
 //! a connection whose frame stops coming is closed (the default, 50 s, is longer than the
-//! test waits); both come back on a restart from the store alone, and each is an admin
-//! event. The refusals print lnetctl's errors.
+//! test waits), and a tcp NI added then runs with it; both come back on a restart from the
+//! store alone, and each is an admin event. The refusals print lnetctl's errors.
 
 #![allow(
     clippy::unwrap_used,
@@ -102,7 +102,12 @@ fn refused(ok: bool, err: &str, head: &str, errno: i32, what: &str) {
 
 /// The `lnd tunables:` of the router's NI in `net show -v`: (conns_per_peer, timeout).
 async fn shown_tunables(cert: &Path) -> (String, String) {
-    let (ok, out, err) = run(cert, READER, &["net", "show", "--net", "tcp", "-v"]).await;
+    shown_tunables_of(cert, "tcp").await
+}
+
+/// The `lnd tunables:` of the router's NI on `net` in `net show -v`.
+async fn shown_tunables_of(cert: &Path, net: &str) -> (String, String) {
+    let (ok, out, err) = run(cert, READER, &["net", "show", "--net", net, "-v"]).await;
     assert!(ok, "{out}{err}");
     let tunables = out
         .split("lnd tunables:")
@@ -229,6 +234,13 @@ async fn net_set_conns_per_peer_and_lnd_timeout_apply_at_once_and_are_kept() {
         matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
         "the router kept a connection whose frame stopped coming: {closed:?}"
     );
+    // A tcp NI added now runs with the LND's timeout (its own conns_per_peer, the default).
+    let (ok, out, err) = run(cert, ADMIN, &["net", "add", "--net", "tcp1", "--if", "lo"]).await;
+    assert!(ok, "{out}{err}");
+    assert_eq!(
+        shown_tunables_of(cert, "tcp1").await,
+        ("1".to_owned(), "1".to_owned())
+    );
 
     // The refusals, as lnetctl prints them.
     let (ok, _, err) = run(
@@ -275,12 +287,22 @@ async fn net_set_conns_per_peer_and_lnd_timeout_apply_at_once_and_are_kept() {
     refused(ok, &err, "set:\n", -1, "changes need admin");
     assert_eq!(
         admin_actions(API, cert, READER).await,
-        ["ping", "set_conns_per_peer", "ping", "set_lnd_timeout"]
+        [
+            "ping",
+            "set_conns_per_peer",
+            "ping",
+            "set_lnd_timeout",
+            "add_ni"
+        ]
     );
     stop(d).await;
 
-    // From the store alone: both settings are back.
+    // From the store alone: both settings are back, and the added NI's timeout.
     let d = start(&store_only(&s.args)).await;
     assert_eq!(shown_tunables(cert).await, ("2".to_owned(), "1".to_owned()));
+    assert_eq!(
+        shown_tunables_of(cert, "tcp1").await,
+        ("1".to_owned(), "1".to_owned())
+    );
     stop(d).await;
 }
