@@ -6,26 +6,23 @@ use std::time::Duration;
 use actors::show::NiDescription;
 use lnd::o2iblnd::credits::{clamp_concurrent_sends, clamp_peercredits_hiw};
 use lnd::o2iblnd::O2ibLndConfig;
-use lnd::socklnd::SockLndConfig;
+use lnd::socklnd::LiveTunables;
 use lnet::config::LndTunables;
 
 fn secs(d: Duration) -> u32 {
     u32::try_from(d.as_secs()).unwrap_or(u32::MAX)
 }
 
-/// A socklnd NI: `conns_per_peer` (0, "auto", is 1 here: the link speed is not known),
-/// `timeout` in seconds, and `tos` -1 (no type of service is set on its sockets).
-pub fn socklnd(c: &SockLndConfig, interface: Option<String>) -> NiDescription {
-    let cpp = if c.conns_per_peer == 0 {
-        lnd::socklnd::config::conns_per_peer_for_speed(None)
-    } else {
-        c.conns_per_peer
-    };
+/// A socklnd NI with the settings it runs with now: `conns_per_peer` (0, "auto", is 1
+/// here: the link speed is not known), `timeout` in seconds, and `tos` -1 (no type of
+/// service is set on its sockets).
+pub fn socklnd(t: &LiveTunables, interface: Option<String>) -> NiDescription {
+    let cpp = t.effective_conns_per_peer();
     NiDescription {
         interfaces: interface.into_iter().collect(),
         lnd_tunables: Some(LndTunables {
             conns_per_peer: Some(u16::try_from(cpp).unwrap_or(u16::MAX)),
-            timeout: Some(secs(c.timeout)),
+            timeout: Some(secs(t.timeout())),
             tos: Some(-1),
             ..LndTunables::default()
         }),
@@ -64,6 +61,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use lnd::socklnd::SockLndConfig;
 
     #[test]
     fn o2ib_tunables_are_the_lnd_settings_in_lnetctl_keys() {
@@ -85,13 +83,13 @@ mod tests {
     fn socklnd_auto_conns_per_peer_is_one() {
         let mut c = SockLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
         c.conns_per_peer = 0;
-        let t = socklnd(&c, None).lnd_tunables.unwrap();
+        let live = LiveTunables::new(&c);
+        let t = socklnd(&live, None).lnd_tunables.unwrap();
         assert_eq!(t.conns_per_peer, Some(1));
         assert_eq!(t.timeout, Some(u32::try_from(c.timeout.as_secs()).unwrap()));
-        c.conns_per_peer = 3;
-        assert_eq!(
-            socklnd(&c, None).lnd_tunables.unwrap().conns_per_peer,
-            Some(3)
-        );
+        live.set_conns_per_peer(3);
+        live.set_timeout(Duration::from_secs(9)).unwrap();
+        let t = socklnd(&live, None).lnd_tunables.unwrap();
+        assert_eq!((t.conns_per_peer, t.timeout), (Some(3), Some(9)));
     }
 }

@@ -1,7 +1,9 @@
 //! Local NIs added and deleted on the running daemon (`net add|del` through the API): the
 //! new NI is checked as a start from the store would check it ([`crate::plan`]), started by
 //! the code that starts the configured NIs ([`crate::tcp_ni`]), on the system thread, and kept
-//! in the store, so that a restart from the store alone brings it back.
+//! in the store, so that a restart from the store alone brings it back. The socklnd settings
+//! `net set` changes (`conns_per_peer`, the LND timeout) are kept in the NIs' `lnd
+//! tunables` in the store and set on the running LNDs, whose `net show` says so at once.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -9,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use actors::{Node, NodeError};
 use lnet::config::{LndTunables, LocalNi, NetConfig, NiTunables};
-use lnet::Nid;
+use lnet::{LndType, Nid};
 use store::{LocalNiId, Store};
 use web::{NiControl, NiControlError, NiFuture, NiSpec};
 
@@ -22,6 +24,9 @@ pub struct RuntimeNis {
     store: Arc<Store>,
     incarnation: u64,
     cpts: lnd::socklnd::Cpts,
+    /// The running socklnd NIs (configured and added here), whose settings `net set`
+    /// changes.
+    socklnd: crate::tcp_ni::SockNis,
     system: actix::ArbiterHandle,
     /// Held while an NI is added or deleted, so that two changes do not check against the
     /// same state.
@@ -32,12 +37,14 @@ pub struct RuntimeNis {
 
 impl RuntimeNis {
     /// For `node`, kept in `store`; new NIs share this run's `incarnation` and `cpts`, and
-    /// start on `system`, the thread the configured NIs started on.
+    /// start on `system`, the thread the configured NIs started on; `socklnd`: the running
+    /// socklnd NIs.
     pub fn new(
         node: Node,
         store: Arc<Store>,
         incarnation: u64,
         cpts: lnd::socklnd::Cpts,
+        socklnd: crate::tcp_ni::SockNis,
         system: actix::ArbiterHandle,
     ) -> RuntimeNis {
         RuntimeNis {
@@ -45,6 +52,7 @@ impl RuntimeNis {
             store,
             incarnation,
             cpts,
+            socklnd,
             system,
             changing: Arc::default(),
             watches: Arc::default(),
@@ -92,7 +100,7 @@ impl RuntimeNis {
         {
             return Err(NiControlError::Exists { nid });
         }
-        let local = local_ni(&spec, nid);
+        let local = local_ni(&spec, nid, self.sock_timeout());
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("the store cannot be read or written: {e}"),
         };
@@ -135,23 +143,28 @@ impl RuntimeNis {
         let link = ni.interface.clone();
         let watch = self
             .on_system(async move {
-                crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
+                let started = crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
                 let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
                 let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
                     actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
                 });
-                Ok::<_, crate::tcp_ni::NiStartError>(watch)
+                Ok::<_, crate::tcp_ni::NiStartError>((started, watch))
             })
             .await?
             .map_err(|e| NiControlError::Start {
                 message: std::error::Error::source(&e)
                     .map_or_else(|| e.to_string(), ToString::to_string),
             })?;
+        let (started, watch) = watch;
         if let (Some(w), Ok(mut watches)) = (watch, self.watches.lock()) {
             watches.insert(nid, w);
         }
+        if let Ok(mut nis) = self.socklnd.lock() {
+            nis.insert(nid, started);
+        }
         if let Err(e) = self.store.add_local_ni(spec.net, &local) {
             self.end_watch(nid);
+            self.forget_socklnd(nid);
             let node = self.node.clone();
             let _ = self
                 .on_system(async move { node.remove_ni(nid).await })
@@ -179,23 +192,19 @@ impl RuntimeNis {
             }
         }
         self.end_watch(nid);
+        self.forget_socklnd(nid);
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("NI {nid} was stopped but its deletion could not be kept: {e}"),
         };
         let Some(net) = self.store.net(nid.net).map_err(keep_err)? else {
             return Ok(());
         };
-        let id = net.local_nis.iter().find_map(|n| {
+        let id = stored_ni(&net, nid).and_then(|i| {
+            let n = net.local_nis.get(i)?;
             if n.nid == Some(nid) {
                 return Some(LocalNiId::Nid(nid));
             }
-            let name = n.interfaces.first()?;
-            let ip = name
-                .parse::<Ipv4Addr>()
-                .ok()
-                .or_else(|| HostInterfaces.ipv4(name))?;
-            (n.nid.is_none() && Nid::from_ipv4(nid.net, ip) == nid)
-                .then(|| LocalNiId::Interface(name.clone()))
+            n.interfaces.first().cloned().map(LocalNiId::Interface)
         });
         if let Some(id) = id {
             self.store.delete_local_ni(nid.net, &id).map_err(keep_err)?;
@@ -207,6 +216,136 @@ impl RuntimeNis {
     }
 }
 
+impl RuntimeNis {
+    /// Forgets the live settings of socklnd NI `nid`, which stopped.
+    fn forget_socklnd(&self, nid: Nid) {
+        if let Ok(mut nis) = self.socklnd.lock() {
+            nis.remove(&nid);
+        }
+    }
+
+    /// The running socklnd NIs, in NID order.
+    fn socklnd_nis(&self) -> Vec<(Nid, crate::tcp_ni::SockNi)> {
+        let mut nis: Vec<_> = self
+            .socklnd
+            .lock()
+            .map(|n| n.iter().map(|(k, v)| (*k, v.clone())).collect())
+            .unwrap_or_default();
+        nis.sort_by_key(|(nid, _)| *nid);
+        nis
+    }
+
+    /// The timeout (seconds) an NI added now runs with when it is not socklnd's default:
+    /// the one the running socklnd NIs share after `net set --lnd-timeout` (that of the
+    /// first, in NID order), as the kernel's module parameter is the whole LND's.
+    fn sock_timeout(&self) -> Option<u32> {
+        let (_, first) = self.socklnd_nis().into_iter().next()?;
+        let t = first.tunables.timeout();
+        (t != lnd::socklnd::config::DEFAULT_SOCK_TIMEOUT)
+            .then(|| u32::try_from(t.as_secs()).unwrap_or(u32::MAX))
+    }
+
+    /// Changes the store's record of each NI of `nids` with `change`, net by net: all of
+    /// them or, when one cannot be found or written, none after it.
+    fn keep_lnd_tunables(
+        &self,
+        nids: &[Nid],
+        change: impl Fn(&mut LndTunables),
+    ) -> Result<(), NiControlError> {
+        let keep_err = |e: String| NiControlError::Keep {
+            message: format!("the setting could not be kept, so it was not made: {e}"),
+        };
+        let mut nets: Vec<lnet::Net> = nids.iter().map(|n| n.net).collect();
+        nets.sort();
+        nets.dedup();
+        for net in nets {
+            let mut config = self
+                .store
+                .net(net)
+                .map_err(|e| keep_err(e.to_string()))?
+                .ok_or_else(|| keep_err(format!("the store has no net {net}")))?;
+            for nid in nids.iter().filter(|n| n.net == net) {
+                let ni = stored_ni(&config, *nid)
+                    .and_then(|i| config.local_nis.get_mut(i))
+                    .ok_or_else(|| keep_err(format!("the store has no NI {nid}")))?;
+                change(ni.lnd_tunables.get_or_insert_with(LndTunables::default));
+            }
+            self.store
+                .put_net(&config)
+                .map_err(|e| keep_err(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    async fn set_conns_per_peer(
+        self,
+        nid: Option<Nid>,
+        value: u32,
+    ) -> Result<Vec<Nid>, NiControlError> {
+        let _changing = self.changing.lock().await;
+        let all = self.socklnd_nis();
+        let targets: Vec<_> = match nid {
+            None => all,
+            Some(nid) => {
+                let found: Vec<_> = all.into_iter().filter(|(n, _)| *n == nid).collect();
+                if found.is_empty() {
+                    let local = self
+                        .node
+                        .local_nis()
+                        .await
+                        .map_err(|e| NiControlError::Start {
+                            message: e.to_string(),
+                        })?;
+                    if local.iter().any(|n| n.nid == nid) {
+                        return Err(NiControlError::Unsupported {
+                            field: "nid".to_owned(),
+                            message: format!(
+                                "NI {nid} does not run socklnd: its LND keeps one connection \
+                                 per peer"
+                            ),
+                        });
+                    }
+                    return Err(NiControlError::NotFound { nid });
+                }
+                found
+            }
+        };
+        let nids: Vec<Nid> = targets.iter().map(|(n, _)| *n).collect();
+        let cpp = u16::try_from(value).unwrap_or(u16::MAX);
+        self.keep_lnd_tunables(&nids, |t| t.conns_per_peer = Some(cpp))?;
+        for (nid, ni) in &targets {
+            ni.tunables.set_conns_per_peer(value);
+            ni.describe(&self.node, *nid);
+        }
+        Ok(nids)
+    }
+
+    async fn set_lnd_timeout(self, lnd: LndType, seconds: u32) -> Result<Vec<Nid>, NiControlError> {
+        if lnd != LndType::SOCKLND || seconds == 0 {
+            return Err(NiControlError::Unsupported {
+                field: "net".to_owned(),
+                message: "only a socklnd timeout of at least 1 second can be set while it runs"
+                    .to_owned(),
+            });
+        }
+        let _changing = self.changing.lock().await;
+        let targets = self.socklnd_nis();
+        let nids: Vec<Nid> = targets.iter().map(|(n, _)| *n).collect();
+        self.keep_lnd_tunables(&nids, |t| t.timeout = Some(seconds))?;
+        let timeout = std::time::Duration::from_secs(u64::from(seconds));
+        for (nid, ni) in &targets {
+            ni.tunables
+                .set_timeout(timeout)
+                .map_err(|e| NiControlError::Invalid {
+                    field: "value".to_owned(),
+                    message: e.to_string(),
+                })?;
+            ni.describe(&self.node, *nid);
+        }
+        Ok(nids)
+    }
+}
+
 impl NiControl for RuntimeNis {
     fn add_ni(&self, spec: NiSpec) -> NiFuture<Nid> {
         Box::pin(self.clone().add(spec))
@@ -215,6 +354,30 @@ impl NiControl for RuntimeNis {
     fn remove_ni(&self, nid: Nid) -> NiFuture<()> {
         Box::pin(self.clone().remove(nid))
     }
+
+    fn set_conns_per_peer(&self, nid: Option<Nid>, conns_per_peer: u32) -> NiFuture<Vec<Nid>> {
+        Box::pin(self.clone().set_conns_per_peer(nid, conns_per_peer))
+    }
+
+    fn set_lnd_timeout(&self, lnd: LndType, seconds: u32) -> NiFuture<Vec<Nid>> {
+        Box::pin(self.clone().set_lnd_timeout(lnd, seconds))
+    }
+}
+
+/// Where NI `nid` is in the store's record of its net: by its NID, or by the interface that
+/// carries its address (an NI kept without a NID).
+fn stored_ni(net: &NetConfig, nid: Nid) -> Option<usize> {
+    net.local_nis.iter().position(|n| {
+        if n.nid == Some(nid) {
+            return true;
+        }
+        let ip = n.interfaces.first().and_then(|name| {
+            name.parse::<Ipv4Addr>()
+                .ok()
+                .or_else(|| HostInterfaces.ipv4(name))
+        });
+        n.nid.is_none() && ip.is_some_and(|ip| Nid::from_ipv4(nid.net, ip) == nid)
+    })
 }
 
 /// The NID of NI `spec`: `nid` when given (on an interface that carries its address, when
@@ -254,8 +417,9 @@ fn resolve_nid(spec: &NiSpec, ifs: &dyn Interfaces) -> Result<Nid, NiControlErro
     }
 }
 
-/// The NI as the store keeps it: its NID, its interface, and the tunables given.
-fn local_ni(spec: &NiSpec, nid: Nid) -> LocalNi {
+/// The NI as the store keeps it: its NID, its interface, the tunables given, and the
+/// socklnd `timeout` (seconds) the running NIs have, when not the default.
+fn local_ni(spec: &NiSpec, nid: Nid, timeout: Option<u32>) -> LocalNi {
     let given =
         spec.credits.is_some() || spec.peer_credits.is_some() || spec.peer_timeout.is_some();
     let tunables = given.then(|| NiTunables {
@@ -273,8 +437,11 @@ fn local_ni(spec: &NiSpec, nid: Nid) -> LocalNi {
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(0),
     });
-    let lnd_tunables = spec.conns_per_peer.map(|cpp| LndTunables {
-        conns_per_peer: Some(u16::try_from(cpp).unwrap_or(u16::MAX)),
+    let lnd_tunables = (spec.conns_per_peer.is_some() || timeout.is_some()).then(|| LndTunables {
+        conns_per_peer: spec
+            .conns_per_peer
+            .map(|cpp| u16::try_from(cpp).unwrap_or(u16::MAX)),
+        timeout,
         ..LndTunables::default()
     });
     LocalNi {

@@ -97,6 +97,9 @@ pub struct TcpNi {
     pub peer_timeout: Option<u32>,
     /// `lnd tunables: conns_per_peer`, when given.
     pub conns_per_peer: Option<u32>,
+    /// `lnd tunables: timeout` (seconds), when given: the socklnd timeout, as `lnetctl net
+    /// set --lnd-timeout` leaves it.
+    pub timeout: Option<u32>,
     /// The interface it was configured on (`interfaces: 0:`), whose link is watched.
     pub interface: Option<String>,
 }
@@ -381,6 +384,12 @@ fn tcp_nis(
                         format!("tos {tos} is not supported by this build's socklnd; use -1"),
                     );
                 }
+                if t.timeout == Some(0) {
+                    problem(
+                        format!("{field}.lnd tunables.timeout"),
+                        "a socklnd timeout of 0 is not supported: give seconds".to_owned(),
+                    );
+                }
             }
             let ip = nid.addr_u32().map(Ipv4Addr::from);
             let listen_ip = match (section.acceptor_address, ip) {
@@ -403,6 +412,7 @@ fn tcp_nis(
                     .as_ref()
                     .and_then(|t| t.conns_per_peer)
                     .map(u32::from),
+                timeout: ni.lnd_tunables.as_ref().and_then(|t| t.timeout),
                 interface: ni.interfaces.first().cloned(),
             });
         }

@@ -98,6 +98,8 @@ pub struct Running {
     incarnation: u64,
     /// The CPTs' runtimes, for the socklnd NIs added later.
     lnd_cpts: lnd::socklnd::Cpts,
+    /// The running socklnd NIs, whose settings `net set` changes.
+    socklnd: crate::tcp_ni::SockNis,
 }
 
 impl Running {
@@ -157,13 +159,14 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
     });
     let incarnation = incarnation();
     let cpts = lnd::socklnd::Cpts(runtimes);
+    let socklnd = crate::tcp_ni::SockNis::default();
     let drained = if draining {
         node.start_drain().await.map(drop)
     } else {
         Ok(())
     };
     let started = match drained {
-        Ok(()) => start(&node, plan, incarnation, &cpts).await,
+        Ok(()) => start(&node, plan, incarnation, &cpts, &socklnd).await,
         Err(source) => Err(RunError::Drain(source)),
     };
     if let Err(e) = started {
@@ -187,6 +190,7 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
         cpts: arbiters,
         incarnation,
         lnd_cpts: cpts,
+        socklnd,
     })
 }
 
@@ -257,6 +261,7 @@ pub async fn run(
                     Arc::clone(store),
                     running.incarnation,
                     running.lnd_cpts.clone(),
+                    running.socklnd.clone(),
                     actix::Arbiter::current(),
                 )) as Arc<dyn web::NiControl>
             });
@@ -397,9 +402,13 @@ async fn start(
     plan: &Plan,
     incarnation: u64,
     cpts: &lnd::socklnd::Cpts,
+    socklnd: &crate::tcp_ni::SockNis,
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
-        crate::tcp_ni::start(node, ni, incarnation, cpts).await?;
+        let started = crate::tcp_ni::start(node, ni, incarnation, cpts).await?;
+        if let Ok(mut nis) = socklnd.lock() {
+            nis.insert(ni.nid, started);
+        }
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {

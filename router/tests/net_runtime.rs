@@ -229,13 +229,6 @@ async fn net_add_at_run_time_forwards_survives_a_restart_and_net_del_closes_it()
     let (ok, _, err) = run(
         cert,
         ADMIN,
-        &["net", "set", "--nid", ADDED, "--conns-per-peer", "2"],
-    )
-    .await;
-    refused(ok, &err, "set:\n    - net:\n", -95, "--conns-per-peer");
-    let (ok, _, err) = run(
-        cert,
-        ADMIN,
         &["net", "set", "--nid", ADDED, "--lnd-timeout", "5"],
     )
     .await;

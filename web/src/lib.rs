@@ -62,7 +62,7 @@ pub use api::fault::{
 };
 pub use api::global::GlobalUpdate;
 pub use api::health::{HealthReset, HealthResetAll, HealthResetResult};
-pub use api::net_config::{NiAdd, NiChanged};
+pub use api::net_config::{LndSetting, LndSettingChanged, NiAdd, NiChanged};
 pub use api::peer_debug::PeerNiDebug;
 pub use api::peers::{PeerAdd, PeerDeleted};
 pub use api::ping::{PingNid, PingRequest, PingResult, DEFAULT_PING_TIMEOUT_MS};

@@ -1,11 +1,12 @@
-//! Local NIs started and stopped at run time (`lnetctl net add|del`). The API has no LND of
-//! its own: the daemon plugs in what starts an NI's LND the way it starts the NIs of its
-//! configuration, and keeps the NI in its store.
+//! Local NIs started and stopped at run time (`lnetctl net add|del`), and the LND settings
+//! changed while they run (`lnetctl net set --conns-per-peer|--lnd-timeout`). The API has
+//! no LND of its own: the daemon plugs in what starts an NI's LND the way it starts the NIs
+//! of its configuration, changes the running LNDs, and keeps both in its store.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use lnet::{Net, Nid};
+use lnet::{LndType, Net, Nid};
 
 /// A local NI to start (`lnetctl net add`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,14 @@ pub enum NiControlError {
         /// Why.
         message: String,
     },
+    /// The NI's LND cannot change this setting while it runs (naming the field).
+    #[error("{field}: {message}")]
+    Unsupported {
+        /// The field.
+        field: String,
+        /// Why.
+        message: String,
+    },
     /// The LND could not start (its acceptor could not listen, ...).
     #[error("cannot add LNet NI: {message}")]
     Start {
@@ -76,4 +85,11 @@ pub trait NiControl: Send + Sync + 'static {
     fn add_ni(&self, spec: NiSpec) -> NiFuture<Nid>;
     /// Stops local NI `nid` and removes it from what is kept.
     fn remove_ni(&self, nid: Nid) -> NiFuture<()>;
+    /// Sets the `conns_per_peer` (0: "auto") of local NI `nid`, or of every NI whose LND
+    /// has the setting when `nid` is `None`, for the peers they learn of from now on, and
+    /// keeps it; the NIs set.
+    fn set_conns_per_peer(&self, nid: Option<Nid>, conns_per_peer: u32) -> NiFuture<Vec<Nid>>;
+    /// Sets the timeout (seconds, at least 1) of LND `lnd`, which all its NIs share (the
+    /// kernel's module parameter), from now on, and keeps it; the NIs set.
+    fn set_lnd_timeout(&self, lnd: LndType, seconds: u32) -> NiFuture<Vec<Nid>>;
 }

@@ -107,3 +107,97 @@ async fn net_add_and_del_refusals_name_their_field() {
     assert!(api.admin_actions().is_empty(), "{:?}", api.admin_actions());
     api.server.shutdown().await;
 }
+
+#[actix::test]
+async fn net_set_lnd_setting_refusals_name_their_field() {
+    let (a, an, _b, _bn, _fabric) = fabric_pair(frozen()).await;
+    let api = serve(a, frozen(), Mode::Https).await;
+    let post = |path: String, body: serde_json::Value, token: &'static str| {
+        let api = &api;
+        async move { api.call(Method::POST, &path, Some(token), Some(body)).await }
+    };
+    let ni = an[0];
+    let cases = [
+        (
+            format!("/api/v1/nis/{ni}/conns-per-peer"),
+            json!({"value": 128}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "value",
+        ),
+        (
+            "/api/v1/nis/conns-per-peer".to_owned(),
+            json!({"value": 200}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "value",
+        ),
+        (
+            "/api/v1/nis/not-a-nid/conns-per-peer".to_owned(),
+            json!({"value": 2}),
+            StatusCode::BAD_REQUEST,
+            "nid",
+        ),
+        (
+            "/api/v1/nis/10.0.9.9@tcp/conns-per-peer".to_owned(),
+            json!({"value": 2}),
+            StatusCode::NOT_FOUND,
+            "nid",
+        ),
+        (
+            "/api/v1/nets/nonet/lnd-timeout".to_owned(),
+            json!({"value": 10}),
+            StatusCode::BAD_REQUEST,
+            "net",
+        ),
+        (
+            "/api/v1/nets/tcp/lnd-timeout".to_owned(),
+            json!({"value": 0}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "value",
+        ),
+        (
+            "/api/v1/nets/o2ib1/lnd-timeout".to_owned(),
+            json!({"value": 10}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
+        // This server has nothing that changes its NIs' LNDs.
+        (
+            format!("/api/v1/nis/{ni}/conns-per-peer"),
+            json!({"value": 2}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
+        (
+            "/api/v1/nets/tcp/lnd-timeout".to_owned(),
+            json!({"value": 10}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
+    ];
+    for (path, body, status, field) in cases {
+        let got = post(path.clone(), body.clone(), ADMIN).await;
+        assert_eq!(got.status, status, "{path} {body}: {got:?}");
+        assert_eq!(
+            got.error().0.as_deref(),
+            Some(field),
+            "{path} {body}: {got:?}"
+        );
+    }
+    let got = post(
+        "/api/v1/nis/conns-per-peer".to_owned(),
+        json!({"value": 2}),
+        READER,
+    )
+    .await;
+    assert_eq!(got.status, StatusCode::FORBIDDEN, "{got:?}");
+    let got = post(
+        "/api/v1/nets/tcp/lnd-timeout".to_owned(),
+        json!({"value": 2, "extra": 1}),
+        ADMIN,
+    )
+    .await;
+    assert_eq!(got.status, StatusCode::UNPROCESSABLE_ENTITY, "{got:?}");
+    assert_eq!(got.error().0.as_deref(), Some("extra"), "{got:?}");
+    assert!(api.admin_actions().is_empty(), "{:?}", api.admin_actions());
+    api.server.shutdown().await;
+}

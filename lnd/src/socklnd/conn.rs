@@ -38,6 +38,7 @@ pub(crate) use queue::ConnQueue;
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::{self, PeerTx};
 use super::stats::WriteCounters;
+use super::tunables::LiveTunables;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
 use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
@@ -105,7 +106,8 @@ impl WriterProgress {
 pub(crate) struct WriterParts<H> {
     pub(crate) conn: u64,
     pub(crate) form: HeaderForm,
-    pub(crate) timeout: Duration,
+    /// The NI's live settings: the socklnd timeout bounds each write round.
+    pub(crate) tunables: Arc<LiveTunables>,
     pub(crate) handler: Arc<H>,
     pub(crate) nid: lnet::Nid,
     pub(crate) peer_id: ProcessId,
@@ -211,8 +213,8 @@ impl<H: LndHandler> Writer<H> {
                     if !self.parts.progress.start(seq, seq) {
                         return Err(ConnEnd::Local);
                     }
-                    write_all(&self.half, &head, self.parts.timeout).await?;
-                    write_all(&self.half, &payload, self.parts.timeout).await?;
+                    write_all(&self.half, &head, self.parts.tunables.timeout()).await?;
+                    write_all(&self.half, &payload, self.parts.tunables.timeout()).await?;
                     self.parts
                         .progress
                         .done_through
@@ -292,7 +294,7 @@ impl<H: LndHandler> Writer<H> {
             }
             Ok(())
         };
-        let result = match tokio::time::timeout(self.parts.timeout, io).await {
+        let result = match tokio::time::timeout(self.parts.tunables.timeout(), io).await {
             Err(_) => Err(ConnEnd::WriteStalled),
             Ok(Err(e)) => Err(ConnEnd::WriteFailed(e)),
             Ok(Ok(())) => Ok(()),
@@ -542,7 +544,8 @@ pub(crate) struct Reader<H> {
     pub(crate) from: ProcessId,
     pub(crate) version: ProtoVersion,
     pub(crate) order: ByteOrder,
-    pub(crate) timeout: Duration,
+    /// The NI's live settings: the socklnd timeout bounds a frame's arrival.
+    pub(crate) tunables: Arc<LiveTunables>,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     pub(crate) alive: Arc<LastAlive>,
 }
@@ -586,7 +589,7 @@ impl<H: LndHandler> Reader<H> {
             if !d.is_mid_message() {
                 deadline = None;
             } else if deadline.is_none() {
-                deadline = Some(Instant::now() + self.timeout);
+                deadline = Some(Instant::now() + self.tunables.timeout());
             }
             // What the frames read so far queued on other connections goes out now.
             batch::flush();

@@ -8,7 +8,8 @@
 //! The driver around it ([`SockLnd`], behind [`crate::Lnd`]) keeps its protocol decisions
 //! in plain modules too: [`placement`] (which connection carries which frame),
 //! [`status`] (failures to health statuses), [`stats`] (closed connections by reason) and
-//! the decision functions of [`handshake`]. The tokio layer is [`ni`] (acceptor, NI),
+//! the decision functions of [`handshake`]; [`tunables`] holds the settings that change
+//! while the NI runs (its timeout and `conns_per_peer`). The tokio layer is [`ni`] (acceptor, NI),
 //! `peer` (one task per peer: its connections; a connection that ends takes its siblings
 //! with it, and a peer left with nothing is reported down through
 //! [`crate::LndHandler::on_peer_down`]; and the peer's send side, shared with the senders
@@ -25,8 +26,10 @@ mod peer;
 pub mod placement;
 pub mod stats;
 pub mod status;
+pub mod tunables;
 pub mod wire;
 
 pub use config::{Cpts, SockLndConfig};
 pub use ni::{SockLnd, StartError};
 pub use stats::{CloseReason, NiStats, PeerStats, WriteCounts};
+pub use tunables::LiveTunables;

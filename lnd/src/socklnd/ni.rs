@@ -19,6 +19,7 @@ use super::peer::cmd::PeerCmd;
 use super::peer::tx::{PeerTx, Pushed};
 use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
+use super::tunables::LiveTunables;
 use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
@@ -65,9 +66,15 @@ impl<H: LndHandler> SockLnd<H> {
         self.local_addr
     }
 
-    /// The NI's configuration.
+    /// The configuration the NI started with (its `timeout` and `conns_per_peer` may
+    /// have changed since: see [`SockLnd::tunables`]).
     pub fn config(&self) -> &SockLndConfig {
         &self.shared.cfg
+    }
+
+    /// The NI's live `timeout` and `conns_per_peer`, which may be changed while it runs.
+    pub fn tunables(&self) -> Arc<LiveTunables> {
+        Arc::clone(&self.shared.tunables)
     }
 
     /// A snapshot of the NI's counters: connections and connection attempts ended, by
@@ -143,6 +150,7 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         let (stop_tx, stop_rx) = watch::channel(false);
         let shared = Arc::new(NiShared {
             me: ProcessId::lustre(config.nid),
+            tunables: Arc::new(LiveTunables::new(&config)),
             cfg: config,
             handler,
             next_conn: AtomicU64::new(1),

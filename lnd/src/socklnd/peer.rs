@@ -33,6 +33,7 @@ use super::handshake::{self, ConnectError, Established, PassiveContext, PassiveD
 use super::placement::{self, Candidate, Traffic};
 use super::stats::{CloseCounters, CloseReason, PeerStats, WriteCounters};
 use super::status::TxFailure;
+use super::tunables::LiveTunables;
 use super::wire::{lnet_frame_len, ByteOrder, ConnType, KsockHeader, ProtoVersion};
 use crate::lnd::LndHandler;
 use cmd::PeerCmd;
@@ -54,7 +55,10 @@ const TCP_KEEPALIVE: (Duration, Duration, u32) =
 
 /// What the tasks of one NI share.
 pub(crate) struct NiShared<H> {
+    /// The configuration the NI started with; its `timeout` and `conns_per_peer` are read
+    /// from `tunables`, which change while the NI runs.
     pub(crate) cfg: SockLndConfig,
+    pub(crate) tunables: Arc<LiveTunables>,
     pub(crate) me: ProcessId,
     pub(crate) handler: Arc<H>,
     pub(crate) next_conn: AtomicU64,
@@ -163,6 +167,10 @@ struct PeerTask<H> {
     refusals: u32,
     alive: Arc<LastAlive>,
     last_keepalive: Option<Instant>,
+    /// BULK_IN and BULK_OUT connections of each this peer keeps: the NI's
+    /// `conns_per_peer` when the peer was first heard of, as the kernel keeps it in the
+    /// peer's connection record.
+    max_conns: usize,
     /// The upper layer was told the peer is down, and no connection came up since.
     down_reported: bool,
 }
@@ -180,6 +188,7 @@ impl<H: LndHandler> PeerTask<H> {
             .map(|a| SocketAddr::new(std::net::Ipv4Addr::from(a).into(), ni.cfg.peer_port));
         let version = ni.cfg.version;
         let backoff = ni.cfg.min_reconnect;
+        let max_conns = usize::try_from(ni.tunables.effective_conns_per_peer()).unwrap_or(1);
         PeerTask {
             ni,
             id,
@@ -198,6 +207,7 @@ impl<H: LndHandler> PeerTask<H> {
             refusals: 0,
             alive: Arc::new(LastAlive::new(Instant::now())),
             last_keepalive: None,
+            max_conns,
             down_reported: false,
         }
     }
@@ -299,7 +309,7 @@ impl<H: LndHandler> PeerTask<H> {
             // Enough retries: make do with the set there is.
             return;
         }
-        let cpp = usize::try_from(self.ni.cfg.effective_conns_per_peer()).unwrap_or(1);
+        let cpp = self.max_conns;
         for (ctype, want) in [
             (ConnType::Control, 1),
             (ConnType::BulkIn, cpp),
@@ -311,7 +321,7 @@ impl<H: LndHandler> PeerTask<H> {
             for _ in have..want {
                 let cfg = &self.ni.cfg;
                 let (me, inc, peer) = (self.ni.me, cfg.incarnation, self.id);
-                let (version, limit) = (self.version, cfg.timeout);
+                let (version, limit) = (self.version, self.ni.tunables.timeout());
                 let task = self.connects.spawn(async move {
                     let r = handshake::connect(me, inc, peer, addr, ctype, version, limit).await;
                     (ctype, r)
@@ -404,7 +414,7 @@ impl<H: LndHandler> PeerTask<H> {
             WriterParts {
                 conn: id,
                 form,
-                timeout: cfg.timeout,
+                tunables: self.ni.tunables.clone(),
                 handler: self.ni.handler.clone(),
                 nid: self.ni.me.nid,
                 peer_id: self.id,
@@ -423,7 +433,7 @@ impl<H: LndHandler> PeerTask<H> {
             from: self.id,
             version,
             order,
-            timeout: cfg.timeout,
+            tunables: self.ni.tunables.clone(),
             peer: self.cmd_tx.clone(),
             alive: self.alive.clone(),
         };
@@ -464,8 +474,7 @@ impl<H: LndHandler> PeerTask<H> {
                     connecting: !self.connects.is_empty(),
                     record: self.record,
                     same_type: self.count(mine) + self.reserved.get(&mine).copied().unwrap_or(0),
-                    max_per_type: usize::try_from(self.ni.cfg.effective_conns_per_peer())
-                        .unwrap_or(1),
+                    max_per_type: self.max_conns,
                     loopback,
                 };
                 let decision = handshake::decide_passive(&hello, &ctx);
@@ -541,7 +550,7 @@ impl<H: LndHandler> PeerTask<H> {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let timeout = self.ni.cfg.timeout;
+        let timeout = self.ni.tunables.timeout();
         let (expiry, waiting) = {
             let st = self.tx.lock();
             // The queue is in arrival order: its head expires first.
@@ -562,7 +571,7 @@ impl<H: LndHandler> PeerTask<H> {
 
     fn on_timer(&mut self) {
         let now = Instant::now();
-        let timeout = self.ni.cfg.timeout;
+        let timeout = self.ni.tunables.timeout();
         let min_bulk = self.ni.cfg.min_bulk;
         let mut done = Done::new();
         {

@@ -253,22 +253,31 @@ pub(super) async fn del(c: &Connect, a: &NetDelArgs) -> Result<String, CtlError>
     Ok(if c.json { json(&v) } else { String::new() })
 }
 
-/// `net set`: `--health` through the API; `--lnd-timeout` and `--conns-per-peer` checked as
-/// lnetctl checks them, then refused (-95, naming the option): the running socklnd keeps
-/// the values it started with.
+/// `net set`: `--health`, `--conns-per-peer` and `--lnd-timeout` through the API, checked
+/// as lnetctl checks them first. `--conns-per-peer` sets the NI of `--nid`, or every tcp NI
+/// without it (as the kernel sets every NI when no NID is named); `--lnd-timeout` sets the
+/// timeout of the LND of `--net` (every NI of that LND, as the kernel's module parameter).
 pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError> {
     let cl = Client::new(c, "set", "net")?;
-    if let Some(cpp) = &a.conns_per_peer {
-        match cpp.parse::<i64>() {
-            Ok(v) if (0..=127).contains(&v) => {}
+    let cpp = match &a.conns_per_peer {
+        Some(v) => match v.parse::<u32>() {
+            Ok(v) if v <= 127 => Some(v),
             _ => {
                 return Err(cl.err(
                     -1,
                     "invalid conns-per-peer value (valid range 0-127)".to_owned(),
                 ))
             }
-        }
-    }
+        },
+        None => None,
+    };
+    let net = match &a.net {
+        Some(n) => match n.parse::<lnet::Net>() {
+            Ok(net) => Some(net),
+            Err(_) => return Err(cl.err(-22, format!("Invalid network type: {n}"))),
+        },
+        None => None,
+    };
     if let Some(t) = a.lnd_timeout {
         if t < 0 {
             return Err(cl.err(
@@ -276,25 +285,84 @@ pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError>
                 format!("Invalid LND timeout value '{t}', must be >= 0"),
             ));
         }
-        if a.net.is_none() {
+        let Some(net) = net else {
             return Err(cl.err(
                 -22,
                 "Specified --lnd-timeout without --net option".to_owned(),
             ));
+        };
+        let timeout = Client::new(c, "set", "lnd_timeout")?;
+        if net.lnd != lnet::LndType::SOCKLND && net.lnd != lnet::LndType::O2IBLND {
+            return Err(timeout.err(
+                -22,
+                format!(
+                    "Net {} does not accept a LND timeout",
+                    net.lnd.name().unwrap_or("?")
+                ),
+            ));
         }
-        return Err(cl.err(
-            -95,
-            "--lnd-timeout: not supported: the running socklnd keeps the timeout it started with"
-                .to_owned(),
-        ));
+        if net.lnd != lnet::LndType::SOCKLND {
+            return Err(timeout.err(
+                -95,
+                format!(
+                    "--lnd-timeout: not supported: the running {}lnd keeps the timeout it \
+                     started with",
+                    net.lnd.name().unwrap_or("?")
+                ),
+            ));
+        }
+        if t == 0 {
+            return Err(timeout.err(
+                -95,
+                "--lnd-timeout: not supported: 0 (LNet's derived lnd_timeout); give seconds"
+                    .to_owned(),
+            ));
+        }
+        let value = u32::try_from(t).unwrap_or(u32::MAX);
+        let v = timeout
+            .post(
+                &format!("/api/v1/nets/{net}/lnd-timeout"),
+                serde_json::json!({ "value": value }),
+            )
+            .await?;
+        // lnetctl stops at the timeout: the other options of the command are not applied.
+        return Ok(if c.json { json(&v) } else { String::new() });
     }
-    if a.conns_per_peer.is_some() {
-        return Err(cl.err(
-            -95,
-            "--conns-per-peer: not supported: the running socklnd keeps the connections per \
-             peer it started with; net del and net add the NI with --conns-per-peer"
-                .to_owned(),
-        ));
+    if let Some(cpp) = cpp {
+        if a.all && a.nid.is_some() {
+            return Err(cl.err(-22, "give --nid NID or --all".to_owned()));
+        }
+        let path = match &a.nid {
+            Some(nid) => {
+                let parsed = nid
+                    .parse::<lnet::Nid>()
+                    .map_err(|_| cl.err(-22, "bad NID list".to_owned()))?;
+                if parsed.net.lnd != lnet::LndType::SOCKLND {
+                    return Err(cl.err(
+                        -95,
+                        format!(
+                            "--conns-per-peer: not supported: {parsed} runs {}lnd, which \
+                             keeps one connection per peer",
+                            parsed.net.lnd.name().unwrap_or("?")
+                        ),
+                    ));
+                }
+                format!("/api/v1/nis/{parsed}/conns-per-peer")
+            }
+            None => "/api/v1/nis/conns-per-peer".to_owned(),
+        };
+        let v = cl
+            .post(&path, serde_json::json!({ "value": cpp }))
+            .await
+            .map_err(|mut e| {
+                if e.errno == -2 {
+                    e.descr = describe(&e.descr, "cannot set LNet NI");
+                }
+                e
+            })?;
+        if a.health.is_none() {
+            return Ok(if c.json { json(&v) } else { String::new() });
+        }
     }
     let Some(health) = a.health else {
         return Ok(String::new());

@@ -1,5 +1,8 @@
 //! `POST /api/v1/nets` and `DELETE /api/v1/nis/{nid}`: local NIs added and deleted on the
-//! running node (`lnetctl net add|del`), kept in the store.
+//! running node (`lnetctl net add|del`), kept in the store; `POST
+//! /api/v1/nis/{nid}/conns-per-peer`, `/api/v1/nis/conns-per-peer` and `POST
+//! /api/v1/nets/{net}/lnd-timeout`: LND settings changed on the running NIs (`lnetctl net
+//! set --conns-per-peer|--lnd-timeout`), kept in the store.
 
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -67,6 +70,7 @@ fn api_error(e: NiControlError) -> ApiError {
         NiControlError::NotFound { nid } => {
             ApiError::not_found("nid", format!("no local NI {nid}"))
         }
+        NiControlError::Unsupported { field, message } => ApiError::unprocessable(&field, message),
         NiControlError::Keep { message } => ApiError::Internal { message },
     }
 }
@@ -235,6 +239,182 @@ pub(crate) async fn delete_ni(
     Ok(Json(NiChanged {
         nid: nid.to_string(),
         routes_deleted,
+        event_id: event.id,
+    }))
+}
+
+/// A new value of an LND setting (`lnetctl net set --conns-per-peer N`, `--lnd-timeout S`).
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LndSetting {
+    /// The value: connections of each direction per peer (0 to 127; 0: "auto", which is 1
+    /// here), or the LND timeout in seconds (at least 1).
+    #[schema(minimum = 0)]
+    pub value: u32,
+}
+
+/// The NIs an LND setting was changed on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LndSettingChanged {
+    /// The NIs set.
+    pub nids: Vec<String>,
+    /// The value they run with from now on.
+    pub value: u32,
+    /// The id of the admin event recorded.
+    pub event_id: u64,
+}
+
+/// The largest `conns_per_peer` lnetctl and the kernel take.
+const MAX_CONNS_PER_PEER: u32 = 127;
+
+async fn set_conns_per_peer(
+    s: &AppState,
+    admin: &Admin,
+    nid: Option<lnet::Nid>,
+    value: u32,
+) -> Result<LndSettingChanged, ApiError> {
+    if value > MAX_CONNS_PER_PEER {
+        return Err(ApiError::unprocessable(
+            "value",
+            format!("invalid conns-per-peer value {value} (valid range 0-127)"),
+        ));
+    }
+    if let Some(nid) = nid {
+        if !s
+            .shared
+            .node
+            .local_nis()
+            .await?
+            .iter()
+            .any(|n| n.nid == nid)
+        {
+            return Err(ApiError::not_found("nid", format!("no local NI {nid}")));
+        }
+    }
+    let nids = control(s)?
+        .set_conns_per_peer(nid, value)
+        .await
+        .map_err(api_error)?;
+    let event = s.admin_event(
+        &admin.0,
+        "set_conns_per_peer",
+        Some(nid.map_or_else(|| "all".to_owned(), |n| n.to_string())),
+        format!("conns_per_peer={value}"),
+    );
+    Ok(LndSettingChanged {
+        nids: nids.iter().map(ToString::to_string).collect(),
+        value,
+        event_id: event.id,
+    })
+}
+
+/// Sets the `conns_per_peer` of local NI `nid` (`lnetctl net set --nid NID
+/// --conns-per-peer N`), as the kernel: the peers the NI learns of from now on get that many
+/// BULK_IN and BULK_OUT connections; the peers it has keep theirs. Kept in the store.
+#[utoipa::path(post, path = "/api/v1/nis/{nid}/conns-per-peer", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    params(("nid" = String, Path, description = "The local NI", example = "10.0.0.1@tcp")),
+    request_body = LndSetting,
+    responses(
+        (status = 200, description = "The NI was set", body = LndSettingChanged),
+        (status = 400, description = "Not a NID, or bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 404, description = "No such local NI", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, an NI whose LND keeps its connections per peer (o2ib), or a server that cannot change NIs", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn set_ni_conns_per_peer(
+    State(s): State<AppState>,
+    admin: Admin,
+    PathParams(nid): PathParams<String>,
+    Body(req): Body<LndSetting>,
+) -> Result<Json<LndSettingChanged>, ApiError> {
+    let nid = parse_nid("nid", &nid)?;
+    Ok(Json(
+        set_conns_per_peer(&s, &admin, Some(nid), req.value).await?,
+    ))
+}
+
+/// Sets the `conns_per_peer` of every tcp NI (`lnetctl net set --all --conns-per-peer N`),
+/// for the peers they learn of from now on. Kept in the store. o2ib NIs keep one
+/// connection per peer.
+#[utoipa::path(post, path = "/api/v1/nis/conns-per-peer", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    request_body = LndSetting,
+    responses(
+        (status = 200, description = "The NIs set", body = LndSettingChanged),
+        (status = 400, description = "Bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, or a server that cannot change NIs", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn set_all_conns_per_peer(
+    State(s): State<AppState>,
+    admin: Admin,
+    Body(req): Body<LndSetting>,
+) -> Result<Json<LndSettingChanged>, ApiError> {
+    Ok(Json(set_conns_per_peer(&s, &admin, None, req.value).await?))
+}
+
+/// Sets the timeout of the LND of `net` (`lnetctl net set --net NET --lnd-timeout S`), as
+/// the kernel writes that LND's module parameter: every NI of the LND (socklnd: every tcp
+/// NI, whatever its net number) bounds its waits by it from now on, on the connections
+/// there are and those to come, and so do the NIs added later. Kept in the store.
+#[utoipa::path(post, path = "/api/v1/nets/{net}/lnd-timeout", tag = TAG_CHANGE,
+    security(("bearer" = [])),
+    params(("net" = String, Path, description = "A net of the LND", example = "tcp")),
+    request_body = LndSetting,
+    responses(
+        (status = 200, description = "The LND's NIs were set", body = LndSettingChanged),
+        (status = 400, description = "Not a net, or bad JSON", body = ErrorBody),
+        (status = 401, description = "No or unknown token", body = ErrorBody),
+        (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a timeout of 0, an LND whose timeout cannot change while it runs (o2ib, others), or a server that cannot change NIs", body = ErrorBody),
+        (status = 503, description = "The node is stopping", body = ErrorBody),
+    ))]
+pub(crate) async fn set_lnd_timeout(
+    State(s): State<AppState>,
+    admin: Admin,
+    PathParams(net): PathParams<String>,
+    Body(req): Body<LndSetting>,
+) -> Result<Json<LndSettingChanged>, ApiError> {
+    let parsed: Net = net
+        .parse()
+        .map_err(|e| ApiError::bad_request("net", format!("{net:?} is not a net: {e}")))?;
+    if req.value == 0 {
+        return Err(ApiError::unprocessable(
+            "value",
+            "an LND timeout of 0 (LNet's derived lnd_timeout) is not supported: give seconds",
+        ));
+    }
+    if parsed.lnd != LndType::SOCKLND {
+        return Err(ApiError::unprocessable(
+            "net",
+            format!(
+                "net {parsed}: only socklnd's timeout can change while it runs; this LND \
+                 keeps the timeout it started with"
+            ),
+        ));
+    }
+    let nids = control(&s)?
+        .set_lnd_timeout(parsed.lnd, req.value)
+        .await
+        .map_err(api_error)?;
+    let event = s.admin_event(
+        &admin.0,
+        "set_lnd_timeout",
+        Some(parsed.to_string()),
+        format!("timeout={}", req.value),
+    );
+    Ok(Json(LndSettingChanged {
+        nids: nids.iter().map(ToString::to_string).collect(),
+        value: req.value,
         event_id: event.id,
     }))
 }
