@@ -110,6 +110,9 @@ pub struct PeerNiView {
     pub min_tx_credits: i32,
     /// When it was last heard from.
     pub last_alive: Option<Millis>,
+    /// Whether its cached NI status is UP: DOWN once its LND reported it gone or its peer
+    /// gave it DOWN, UP again once heard from (the kernel's `lpni_ns_status`).
+    pub status_up: bool,
     /// Its counters.
     pub stats: NiStats,
 }
@@ -148,6 +151,7 @@ impl PeerNiView {
         v.tx_credits = cell.credits();
         v.min_tx_credits = cell.min_credits();
         v.last_alive = v.last_alive.max(cell.last_alive());
+        v.status_up = cell.status_up();
         add_path_counts(&mut v.stats, cell);
         v
     }
@@ -560,6 +564,7 @@ impl PeerNiActor {
             max_tx_credits: credits.max(),
             min_tx_credits: credits.min(),
             last_alive: None,
+            status_up: true,
             stats: NiStats::default(),
         });
         (
@@ -591,6 +596,7 @@ impl PeerNiActor {
             max_tx_credits: self.credits.max(),
             min_tx_credits: self.credits.min(),
             last_alive: self.last_alive,
+            status_up: self.credits.status_up(),
             stats: self.core.stats.clone(),
         });
     }

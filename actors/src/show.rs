@@ -180,10 +180,22 @@ fn credits(v: i32) -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
+/// `state:` of a peer NI, as the kernel gives it: its cached NI status (`up`/`down`) when
+/// it is a gateway or the aliveness rule is on for it (`aliveness`: routing, and its net's
+/// `peer_timeout` above 0), else `NA`.
+fn peer_ni_state(v: &PeerNiView, gateway: bool, aliveness: bool) -> PeerNiState {
+    match (gateway || aliveness, v.status_up) {
+        (false, _) => PeerNiState::NotApplicable,
+        (true, true) => PeerNiState::Up,
+        (true, false) => PeerNiState::Down,
+    }
+}
+
 fn peer_ni(
     v: &PeerNiView,
     udsp: UdspInfo,
     rtr: Option<&lnet::rtrbuf::PeerRtrCredits>,
+    state: PeerNiState,
 ) -> ShowPeerNi {
     let s = &v.stats;
     let (rtr_now, rtr_min) = match rtr {
@@ -193,7 +205,7 @@ fn peer_ni(
     ShowPeerNi {
         nid: v.nid,
         udsp: Some(udsp),
-        state: PeerNiState::NotApplicable,
+        state,
         credits: PeerNiCredits {
             max_ni_tx_credits: v.max_tx_credits,
             available_tx_credits: credits(v.tx_credits),
@@ -311,13 +323,12 @@ impl Node {
             .collect();
         gateways.sort();
         gateways.dedup();
-        let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> = self
-            .routing_show()
-            .await?
-            .buffers
-            .peers
-            .into_iter()
-            .collect();
+        let routing = self.routing_show().await?;
+        let (net_credits, _) = self.show_settings().await?;
+        let aliveness =
+            |net: Net| routing.enabled && net_credits.get(&net).is_some_and(|c| c.peer_timeout > 0);
+        let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> =
+            routing.buffers.peers.into_iter().collect();
         Ok(PeerShow {
             peers: peers
                 .iter()
@@ -330,7 +341,9 @@ impl Node {
                         .iter()
                         .map(|v| {
                             let info = udsp.peer_ni_info_with(&v.nid, &local_nids, &gateways);
-                            peer_ni(v, info, rtr.get(&v.nid))
+                            let gateway = gateways.binary_search(&v.nid).is_ok();
+                            let state = peer_ni_state(v, gateway, aliveness(v.nid.net));
+                            peer_ni(v, info, rtr.get(&v.nid), state)
                         })
                         .collect(),
                 })

@@ -54,6 +54,11 @@ impl<T> TxCredits<T> {
         self.waiting.pop_front()
     }
 
+    /// Whether the cell's cached NI status is UP.
+    pub(crate) fn status_up(&self) -> bool {
+        self.cell.status_up()
+    }
+
     /// The credits now (negative: that many items wait).
     pub(crate) fn now(&self) -> i32 {
         self.cell.credits()

@@ -18,6 +18,7 @@ use actors::events::{Event, ForwardDrop};
 use actors::{NiCredits, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnet::config::PeerNiState;
 use lnet::netcheck::NetCheckMode;
 use lnet::route::RouteSpec;
 use lnet::tunables::{TunableName, Tunables};
@@ -57,6 +58,7 @@ fn config(routing: bool) -> NodeConfig {
 
 struct Setup {
     a: Node,
+    a_nid: Nid,
     r: Node,
     b: Nid,
 }
@@ -79,7 +81,8 @@ async fn setup(x: u8, y: u8, peer_timeout: u32) -> Setup {
         .await
         .unwrap();
     let a = Node::start(config(false));
-    a.add_ni::<SockLnd<NodeHandler>>(sock(nid(&format!("127.0.{x}.1@tcp"))), 64)
+    let a_nid = nid(&format!("127.0.{x}.1@tcp"));
+    a.add_ni::<SockLnd<NodeHandler>>(sock(a_nid), 64)
         .await
         .unwrap();
     a.add_route(RouteSpec {
@@ -93,7 +96,7 @@ async fn setup(x: u8, y: u8, peer_timeout: u32) -> Setup {
     // B is a configured peer of R, so that R shows its peer NI.
     let b = nid(&format!("127.0.{y}.1@tcp1"));
     r.add_peer(b, vec![b], false).await.unwrap();
-    Setup { a, r, b }
+    Setup { a, a_nid, r, b }
 }
 
 /// A PUT from A to B, without ACK (A's part ends once R has it).
@@ -119,6 +122,19 @@ async fn next_drop(events: &mut broadcast::Receiver<Event>) -> ForwardDrop {
             Err(broadcast::error::RecvError::Closed) => panic!("R's event bus closed"),
         }
     }
+}
+
+/// `state:` of peer NI `nid` in the router's `peer show`.
+async fn peer_ni_state(r: &Node, nid: Nid) -> PeerNiState {
+    r.peer_show()
+        .await
+        .unwrap()
+        .peers
+        .iter()
+        .flat_map(|p| p.nis.iter())
+        .find(|n| n.nid == nid)
+        .map(|n| n.state)
+        .unwrap()
 }
 
 #[actix::test]
@@ -163,6 +179,10 @@ async fn a_router_drops_forwards_to_a_peer_ni_its_lnd_reported_gone_while_peer_t
             .find(|n| n.net_type == "tcp1".parse().unwrap())
             .unwrap();
         assert_eq!(tcp1.nis[0].tunables.peer_timeout, 180);
+        // `peer show` gives B's peer NI `state: down`, as the kernel with the rule on;
+        // A's, heard from, is up.
+        assert_eq!(peer_ni_state(&s.r, s.b).await, PeerNiState::Down);
+        assert_eq!(peer_ni_state(&s.r, s.a_nid).await, PeerNiState::Up);
     })
     .await
     .expect("bounded");
@@ -188,6 +208,8 @@ async fn with_peer_timeout_zero_a_router_tries_a_peer_ni_its_lnd_reported_gone()
             .find(|n| n.net_type == "tcp1".parse().unwrap())
             .unwrap();
         assert_eq!(tcp1.nis[0].tunables.peer_timeout, 0);
+        // The rule off and B no gateway: `state: NA`, as the kernel shows it.
+        assert_eq!(peer_ni_state(&s.r, s.b).await, PeerNiState::NotApplicable);
     })
     .await
     .expect("bounded");
