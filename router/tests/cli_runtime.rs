@@ -135,7 +135,8 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
     assert!(ok, "{out}{err}");
     assert_eq!(
         out,
-        "peer:\n-     primary nid: 127.0.44.50@tcp\n      Multi-Rail: true\n      peer ni:\n      -     nid: 127.0.44.50@tcp\n            state: NA\n      -     nid: 127.0.44.51@tcp\n            state: NA\n      -     nid: 127.0.45.52@tcp1\n            state: NA\n"
+        "peer:\n-     primary nid: 127.0.44.50@tcp\n      Multi-Rail: true\n      peer ni:\n      -     nid: 127.0.44.50@tcp\n            state: up\n      -     nid: 127.0.44.51@tcp\n            state: up\n      -     nid: 127.0.45.52@tcp1\n            state: up\n",
+        "a router with the aliveness rule on (peer_timeout 180) shows its peer NIs' status"
     );
     // A NID of another configured peer: EEXIST, as the kernel.
     let (ok, out, err) = run(
