@@ -4,6 +4,7 @@
 //! answered, no panic in any router's log, and traffic flowing again once every failure
 //! is repaired.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::Serialize;
@@ -21,7 +22,7 @@ pub struct Summary {
     /// Seconds the run took (schedule and drain).
     pub elapsed_s: f64,
     /// Actions done, by kind ([`KINDS`]).
-    pub actions: Vec<(String, u64)>,
+    pub actions: BTreeMap<String, u64>,
     /// Router restarts (after a kill).
     pub restarts: u64,
     /// The traffic.
@@ -64,7 +65,7 @@ impl Summary {
 
     /// Counts an action of kind `kind` ([`KINDS`] index).
     pub fn count_action(&mut self, kind: usize) {
-        if let Some((_, n)) = self.actions.get_mut(kind) {
+        if let Some(n) = KINDS.get(kind).and_then(|k| self.actions.get_mut(*k)) {
             *n += 1;
         }
     }
@@ -124,10 +125,9 @@ impl Summary {
     /// Prints the summary.
     pub fn print(&self) {
         let t = &self.traffic;
-        let actions: Vec<String> = self
-            .actions
+        let actions: Vec<String> = KINDS
             .iter()
-            .map(|(k, n)| format!("{k} {n}"))
+            .map(|k| format!("{k} {}", self.actions.get(*k).copied().unwrap_or(0)))
             .collect();
         println!(
             "chaos: seed {} ({} min asked, {:.1} s run): actions: {}; restarts {}",
@@ -194,7 +194,8 @@ mod tests {
         assert!(v.contains("delivered twice") && v.contains("[42]"), "{v}");
         assert!(v.contains("2 hung"), "{v}");
         assert!(v.contains("panics"), "{v}");
-        assert_eq!(s.actions.first(), Some(&("kill".to_owned(), 1)));
+        assert_eq!(s.actions.get("kill"), Some(&1));
+        assert_eq!(s.actions.get("route_del"), Some(&0));
     }
 
     #[test]

@@ -263,12 +263,26 @@ impl Schedule {
             if steps.is_some_and(|n| u64::try_from(out.len()).unwrap_or(u64::MAX) >= n) {
                 break;
             }
-            let pause_ms = 300 + rng.below(2200);
+            let mut pause_ms = 300 + rng.below(2200);
             let router = usize::try_from(rng.below(ROUTERS as u64)).unwrap_or(0);
+            let at_once = rng.below(3) == 0;
             let Some(p) = planned.get_mut(router) else {
                 break;
             };
-            let action = draw(&mut rng, router, p);
+            let mut action = draw(&mut rng, router, p);
+            if let (true, Action::Kill { down_ms, .. }, Some(prev)) = (
+                at_once,
+                action,
+                out.last().map(|s: &Step| s.action.router()),
+            ) {
+                // One kill in three hits the router of the previous action right after
+                // it (an API change, perhaps): what it acknowledged must survive.
+                pause_ms = 0;
+                action = Action::Kill {
+                    router: prev,
+                    down_ms,
+                };
+            }
             let cost = pause_ms.saturating_add(action.hold_ms());
             if steps.is_none() && used.saturating_add(cost) > budget {
                 break;
@@ -388,6 +402,22 @@ mod tests {
             Schedule::generate(7, Duration::ZERO, Some(25)).steps.len(),
             25
         );
+    }
+
+    #[test]
+    fn some_kills_hit_the_previous_actions_router_at_once() {
+        let s = Schedule::generate(5, Duration::from_secs(3600), None);
+        let at_once: Vec<(Step, Step)> = s
+            .steps
+            .windows(2)
+            .filter(|w| w[1].pause_ms == 0)
+            .map(|w| (w[0], w[1]))
+            .collect();
+        assert!(!at_once.is_empty());
+        for (prev, kill) in at_once {
+            assert!(matches!(kill.action, Action::Kill { .. }), "{kill:?}");
+            assert_eq!(kill.action.router(), prev.action.router());
+        }
     }
 
     #[test]
