@@ -17,8 +17,10 @@ use super::traffic::TrafficCounts;
 pub struct Summary {
     /// The seed.
     pub seed: u64,
-    /// The span asked for, minutes.
+    /// The span asked for, minutes (unless `steps`).
     pub minutes: f64,
+    /// The number of actions asked for, instead of a span.
+    pub steps: Option<u64>,
     /// Seconds the run took (schedule and drain).
     pub elapsed_s: f64,
     /// Actions done, by kind ([`KINDS`]).
@@ -54,10 +56,11 @@ pub struct Summary {
 
 impl Summary {
     /// An empty summary of the run of `seed` over `minutes`, every kind of action at 0.
-    pub fn new(seed: u64, minutes: f64) -> Summary {
+    pub fn new(seed: u64, minutes: f64, steps: Option<u64>) -> Summary {
         Summary {
             seed,
             minutes,
+            steps,
             actions: KINDS.iter().map(|k| ((*k).to_owned(), 0)).collect(),
             ..Summary::default()
         }
@@ -130,9 +133,10 @@ impl Summary {
             .map(|k| format!("{k} {}", self.actions.get(*k).copied().unwrap_or(0)))
             .collect();
         println!(
-            "chaos: seed {} ({} min asked, {:.1} s run): actions: {}; restarts {}",
+            "chaos: seed {} ({} asked, {:.1} s run): actions: {}; restarts {}",
             self.seed,
-            self.minutes,
+            self.steps
+                .map_or_else(|| format!("{} min", self.minutes), |n| format!("{n} steps")),
             self.elapsed_s,
             actions.join(", "),
             self.restarts
@@ -182,7 +186,7 @@ mod tests {
     fn a_clean_run_passes_and_each_broken_invariant_is_named() {
         let mut s = Summary {
             recovered_s: Some(0.5),
-            ..Summary::new(1, 1.0)
+            ..Summary::new(1, 1.0, None)
         };
         s.count_action(0);
         assert!(s.violations().is_empty(), "{:?}", s.violations());

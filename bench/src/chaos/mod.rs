@@ -315,7 +315,7 @@ async fn run(args: ChaosArgs, seed: u64) -> Result<Summary, BenchError> {
             .run(move || std::future::ready(actix::spawn(traffic::drive(a, spec, t, stop_rx))))
             .await?
     };
-    let mut summary = Summary::new(seed, args.minutes);
+    let mut summary = Summary::new(seed, args.minutes, args.steps);
     let total = schedule.steps.len();
     for (i, step) in schedule.steps.iter().enumerate() {
         tokio::time::sleep(Duration::from_millis(step.pause_ms)).await;
