@@ -242,8 +242,25 @@ async fn act(
     Ok(outcome.to_string())
 }
 
-/// Inside the namespace: the whole run. Must run inside an actix system.
+/// Inside the namespace: the whole run, the routers' files in a temporary directory that
+/// is kept (and named) when the run fails. Must run inside an actix system.
 async fn run(args: ChaosArgs, seed: u64) -> Result<Summary, BenchError> {
+    let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
+        what: "temporary directory".to_owned(),
+        source,
+    })?;
+    let result = run_in(args, seed, dir.path()).await;
+    if result.as_ref().map_or(true, |s| !s.violations().is_empty()) {
+        let kept = dir.keep();
+        println!(
+            "chaos: the routers' logs, stores and configurations are kept in {}",
+            kept.display()
+        );
+    }
+    result
+}
+
+async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Summary, BenchError> {
     let t_start = Instant::now();
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked 0..=1440
     let span = Duration::from_millis((args.minutes * 60_000.0) as u64);
@@ -268,13 +285,9 @@ async fn run(args: ChaosArgs, seed: u64) -> Result<Summary, BenchError> {
         .collect();
     veths.push(("chb".to_owned(), B_ADDR));
     netns::set_up(&veths)?;
-    let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
-        what: "temporary directory".to_owned(),
-        source,
-    })?;
     let mut routers = Vec::new();
     for s in &specs {
-        let mut r = Router::prepare(s.clone(), &args.router_bin, dir.path())?;
+        let mut r = Router::prepare(s.clone(), &args.router_bin, dir)?;
         r.start().await?;
         routers.push(r);
     }
