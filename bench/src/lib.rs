@@ -15,11 +15,16 @@
 //! * [`soak`]: `lnet-bench soak`: one `lnet-router run` process, many end nodes on two
 //!   nets with mixed PUTs, GETs, pings and discovery for minutes; the router's RSS,
 //!   descriptors and threads sampled, their slopes, and how every transaction ended.
+//! * [`chaos`]: `lnet-bench chaos`: three `lnet-router run` processes between two end
+//!   nodes under a seeded schedule of kills, link flaps, fault rules, health resets and
+//!   route changes through the API; at the end, every transaction ended, no duplicate, no
+//!   corrupt payload, every router's state the one its API acknowledged, no panic.
 //! * [`fastpath`]: the per-message work of forwarding (deframe and decode, route decision,
 //!   router buffer, encode) as a plain loop, for an instruction count under callgrind.
 //!
 //! [`topo`] builds the nodes (each host a thread of its own) and [`load`] drives them.
 
+pub mod chaos;
 pub mod compare;
 pub mod failover;
 pub mod fastpath;

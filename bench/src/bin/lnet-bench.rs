@@ -6,12 +6,15 @@
 //! * `lnet-bench failover ...`: failover and recovery times with two routers;
 //! * `lnet-bench soak ...`: one router process under mixed load from many end nodes for
 //!   minutes: RSS, descriptors and threads sampled, their slopes, every transaction ended;
+//! * `lnet-bench chaos ...`: three router processes between two end nodes under a seeded
+//!   schedule of kills, link flaps, fault rules and API changes, with invariants checked;
 //! * `lnet-bench wire [--quick] ...`: the `lnet-router` process against a splice relay
 //!   and a direct connection, with end nodes that cannot be the bottleneck.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
+use bench::chaos::ChaosArgs;
 use bench::compare::CompareArgs;
 use bench::failover::FailoverArgs;
 use bench::selftest::SelftestArgs;
@@ -43,6 +46,10 @@ enum Cmd {
     /// One router process under mixed load from many end nodes for minutes: its RSS,
     /// descriptors and threads sampled, every transaction ended.
     Soak(SoakArgs),
+    /// Three router processes between two end nodes under a seeded schedule of kills,
+    /// link flaps, fault rules, health resets and route changes; the invariants checked
+    /// at the end (needs root: it works in a network namespace of its own).
+    Chaos(ChaosArgs),
     /// The router process against a splice relay and a direct connection, with minimal
     /// synchronous socklnd end nodes (rate, bulk, latency, CPU per message).
     Wire(WireArgs),
@@ -87,6 +94,7 @@ fn main() -> ExitCode {
             let system = actix::System::new();
             exit(system.block_on(bench::soak::run(args)).map(|_| ()), "soak")
         }
+        Cmd::Chaos(args) => bench::chaos::run_blocking(args),
         Cmd::Wire(args) => exit(bench::wire::run(args).map(|_| ()), "wire"),
         Cmd::WireRelay(args) => exit(bench::wire::relay::run(args), "wire-relay"),
         Cmd::Failover(args) => {
