@@ -52,17 +52,20 @@ fn rule_doc(r: &RuleStats) -> FaultRuleDoc {
     }
 }
 
-/// A local NI named by the path: 404 when the node has none with this NID.
-async fn local_ni(s: &AppState, text: &str) -> Result<Nid, ApiError> {
-    let nid = parse_nid("nid", text)?;
-    let known = s
-        .shared
+/// Whether the node has a local NI `nid`.
+async fn is_local_ni(s: &AppState, nid: Nid) -> Result<bool, ApiError> {
+    Ok(s.shared
         .node
         .local_nis()
         .await?
         .iter()
-        .any(|v| v.nid == nid);
-    if known {
+        .any(|v| v.nid == nid))
+}
+
+/// A local NI named by the path: 404 when the node has none with this NID.
+async fn local_ni(s: &AppState, text: &str) -> Result<Nid, ApiError> {
+    let nid = parse_nid("nid", text)?;
+    if is_local_ni(s, nid).await? {
         Ok(nid)
     } else {
         Err(ApiError::not_found("nid", format!("no local NI {nid}")))
@@ -248,14 +251,7 @@ pub(crate) async fn add_node_fault_rule(
     Body(rule): Body<FaultRule>,
 ) -> Result<(StatusCode, Json<FaultRuleDoc>), ApiError> {
     if let Some(nid) = rule.local_nid {
-        let known = s
-            .shared
-            .node
-            .local_nis()
-            .await?
-            .iter()
-            .any(|v| v.nid == nid);
-        if !known {
+        if !is_local_ni(&s, nid).await? {
             return Err(ApiError::unprocessable(
                 "local_nid",
                 format!("no local NI {nid}"),
