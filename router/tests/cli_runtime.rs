@@ -199,7 +199,10 @@ async fn peer_add_udsp_fault_and_debug_peer_at_run_time() {
     let fields: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(fields.len(), 9, "{out}");
     assert_eq!(fields[0], "127.0.44.51@tcp");
-    assert_eq!(fields[2], "NA", "not a gateway: {out}");
+    assert_eq!(
+        fields[2], "up",
+        "the aliveness rule is on (routing, peer_timeout 180): {out}"
+    );
     assert!(out.starts_with("127.0.44.51@tcp          "), "{out:?}");
     let (ok, _, err) = run(cert, READER, &["debug", "peer", "--nid", "127.0.44.99@tcp"]).await;
     assert!(!ok);
