@@ -595,6 +595,7 @@ async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor
     timeout(BOUND, async {
         let (t, _md) = known_to_r1().await;
         let before = t.r1.forwarding();
+        let stats_before = t.r1.stats_show().await.unwrap();
         for (i, len) in [0usize, 100, 4096, 70_000, 1 << 20].into_iter().enumerate() {
             for j in 0..4u8 {
                 let fill = u8::try_from(i).unwrap() * 4 + j;
@@ -619,6 +620,14 @@ async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor
         assert_eq!(b_ni.tx_credits, i32::try_from(b_ni.max_tx_credits).unwrap());
         assert!(b_ni.stats.sent.put >= 21, "{:?}", b_ni.stats);
         assert!(b_ni.last_alive.is_some());
+        // `stats show` counts the path's forwards among the messages: none left now, and
+        // the high-water mark went up with them.
+        let stats = t.r1.stats_show().await.unwrap();
+        assert_eq!(stats.msgs_alloc, 0, "{stats:?}");
+        assert!(
+            stats.msgs_max > stats_before.msgs_max,
+            "{stats_before:?} -> {stats:?}"
+        );
     })
     .await
     .unwrap();

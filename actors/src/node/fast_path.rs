@@ -172,9 +172,23 @@ pub(crate) struct ForwardPath {
     pub(crate) clock: Clock,
     pub(crate) counts: PathCounts,
     /// Keyed by the path's own ids (a counter): a fast hash does.
-    in_flight: Vec<Mutex<FxHashMap<TxId, InFlight>>>,
+    in_flight: Vec<Mutex<InFlightShard>>,
     next_tx: AtomicU64,
     adopt: mpsc::UnboundedSender<Adopted>,
+}
+
+/// One shard of the forwards under way, with the most it has held at once.
+#[derive(Default)]
+struct InFlightShard {
+    map: FxHashMap<TxId, InFlight>,
+    max: usize,
+}
+
+impl InFlightShard {
+    fn insert(&mut self, id: TxId, f: InFlight) {
+        self.map.insert(id, f);
+        self.max = self.max.max(self.map.len());
+    }
 }
 
 impl std::fmt::Debug for ForwardPath {
@@ -204,14 +218,14 @@ impl ForwardPath {
             clock,
             counts: PathCounts::default(),
             in_flight: (0..SHARDS)
-                .map(|_| Mutex::new(FxHashMap::default()))
+                .map(|_| Mutex::new(InFlightShard::default()))
                 .collect(),
             next_tx: AtomicU64::new(0),
             adopt,
         }
     }
 
-    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, FxHashMap<TxId, InFlight>>> {
+    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, InFlightShard>> {
         let i = usize::try_from(id.0 % SHARDS as u64).unwrap_or(0);
         self.in_flight
             .get(i)
@@ -255,7 +269,16 @@ impl ForwardPath {
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight
             .iter()
-            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).len())
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).map.len())
+            .sum()
+    }
+
+    /// The most forwards each shard has held at once, summed (as the kernel sums the
+    /// per-CPT high-water marks into `msgs_max`).
+    pub(crate) fn in_flight_max(&self) -> usize {
+        self.in_flight
+            .iter()
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).max)
             .sum()
     }
 
@@ -467,7 +490,7 @@ impl ForwardPath {
     /// A send of the path completed: finished in place when it went well at full
     /// health, else handed to the LNet actor.
     pub(crate) fn complete(&self, done: TxCompletion) {
-        let Some(f) = self.shard(done.id).and_then(|mut s| s.remove(&done.id)) else {
+        let Some(f) = self.shard(done.id).and_then(|mut s| s.map.remove(&done.id)) else {
             return;
         };
         let well =

@@ -312,12 +312,14 @@ impl Handler<Counters> for LnetActor {
     fn handle(&mut self, _: Counters, _ctx: &mut Context<Self>) -> MessageResult<Counters> {
         let mut c = self.counters.clone();
         self.path.add_counts(&mut c);
-        // Gauges of `stats show`: the messages in flight (`msgs_alloc`), the most there
-        // have been at once (`msgs_max`) and the transactions waiting for their ACK or
-        // REPLY (`rst_alloc`, the response trackers).
+        // Gauges of `stats show`: the messages in flight (`msgs_alloc`: the actor's and
+        // the forwarding path's), the most there have been at once (`msgs_max`: the
+        // high-water marks of the actor's table and of each shard of the path, summed as
+        // the kernel sums its CPTs') and the transactions waiting for their ACK or REPLY
+        // (`rst_alloc`, the response trackers).
         let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
-        c.insert("msgs_alloc", n(self.msgs.len()));
-        c.insert("msgs_max", n(self.msgs.max()));
+        c.insert("msgs_alloc", n(self.msgs.len() + self.path.in_flight()));
+        c.insert("msgs_max", n(self.msgs.max() + self.path.in_flight_max()));
         let waiting = self
             .txns
             .values()
