@@ -14,7 +14,10 @@
 //! uses the pools of the CPT its sending peer NI hashes to.
 
 use actix::prelude::*;
-use lnet::rtrbuf::{BufferError, Grant, PeerRtrCredits, PoolStats, Requested, RouterBuffers};
+use bytes::{Bytes, BytesMut};
+use lnet::rtrbuf::{
+    BufferError, Grant, PeerRtrCredits, PoolKind, PoolStats, Requested, RouterBuffers, PAGE_SIZE,
+};
 use lnet::{Net, Nid};
 use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -66,6 +69,21 @@ pub struct RouterPools {
 struct CptPools {
     buffers: RouterBuffers<Nid, Waiter>,
     net_credits: FxHashMap<Net, u32>,
+    /// The memory of the small and large buffers given back, for the next messages: as
+    /// the kernel's pools keep their pages, a buffer's memory is used again rather than
+    /// freed and faulted in afresh. At most as many as the pool has buffers.
+    spare: [Vec<BytesMut>; 2],
+}
+
+/// Bytes of one buffer of `pool`, and its index in [`CptPools::spare`] (the tiny pool's
+/// buffers hold no payload).
+fn buffer_size(pool: PoolKind) -> Option<(usize, usize)> {
+    let bytes = usize::try_from(pool.npages().saturating_mul(PAGE_SIZE)).ok()?;
+    match pool {
+        PoolKind::Tiny => None,
+        PoolKind::Small => Some((bytes, 0)),
+        PoolKind::Large => Some((bytes, 1)),
+    }
 }
 
 impl std::ops::Deref for CptPools {
@@ -100,6 +118,7 @@ impl RouterPools {
                     Mutex::new(CptPools {
                         buffers: RouterBuffers::new(per_cpt, peer_credits),
                         net_credits: FxHashMap::default(),
+                        spare: [Vec::new(), Vec::new()],
                     })
                 })
                 .collect(),
@@ -137,19 +156,63 @@ impl RouterPools {
     /// credits.
     pub fn reserve(&self, peer: Nid, len: u32) -> Reservation {
         let cpt = self.cpt_of(&peer);
-        let (tx, rx) = oneshot::channel();
         let Some(mut b) = self.lock(cpt) else {
             return Reservation::Refused(BufferError::TooLarge { len });
         };
-        let requested = match b.net_credits.get(&peer.net).copied() {
-            Some(credits) => b.request_with_credits(peer, credits, len, tx),
-            None => b.request(peer, len, tx),
+        let credits = match b.net_credits.get(&peer.net) {
+            Some(c) => *c,
+            None => b.default_peer_credits(),
         };
-        match requested {
-            Requested::Granted(_, grant) => Reservation::Granted(Ticket { cpt, grant }),
-            Requested::Waiting => Reservation::Waiting(rx),
-            Requested::Refused(_, e) => Reservation::Refused(e),
+        // The answer's channel only for a reservation that waits.
+        let mut answer = None;
+        let requested = b.request_with_credits(peer, credits, len, || {
+            let (tx, rx) = oneshot::channel();
+            answer = Some(rx);
+            tx
+        });
+        match (requested, answer) {
+            (Requested::Granted(grant), _) => Reservation::Granted(Ticket { cpt, grant }),
+            (Requested::Waiting, Some(rx)) => Reservation::Waiting(rx),
+            (Requested::Refused(_, e), _) => Reservation::Refused(e),
+            // A wait always made its channel.
+            (Requested::Waiting, None) => Reservation::Refused(BufferError::TooLarge { len }),
         }
+    }
+
+    /// The memory for the payload of the message holding `ticket`: a buffer of its pool
+    /// given back earlier, or a new one of the pool's size.
+    pub fn buffer(&self, ticket: &Ticket) -> BytesMut {
+        let Some((size, i)) = buffer_size(ticket.grant.pool) else {
+            return BytesMut::new();
+        };
+        let spare = self
+            .lock(ticket.cpt)
+            .and_then(|mut b| b.spare.get_mut(i).and_then(Vec::pop));
+        spare.unwrap_or_else(|| BytesMut::with_capacity(size))
+    }
+
+    /// Gives a buffer back ([`RouterPools::release`]) with the payload it held: when
+    /// nothing else holds that memory, it serves a later message of the pool.
+    pub fn release_with(&self, ticket: Ticket, payload: Bytes) {
+        if let Some((size, i)) = buffer_size(ticket.grant.pool) {
+            if let Ok(mut memory) = payload.try_into_mut() {
+                memory.clear();
+                if memory.capacity() >= size {
+                    if let Some(mut b) = self.lock(ticket.cpt) {
+                        let nbuffers = b
+                            .pools()
+                            .find(|p| p.npages == ticket.grant.pool.npages())
+                            .map_or(0, |p| usize::try_from(p.nbuffers).unwrap_or(0));
+                        if let Some(list) = b.spare.get_mut(i) {
+                            if list.len() < nbuffers {
+                                list.push(memory);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.release(ticket);
     }
 
     /// Gives a buffer back; the oldest reservation waiting for it gets it (a waiter that
@@ -176,6 +239,10 @@ impl RouterPools {
                 continue;
             };
             let mut granted = b.resize(per_cpt);
+            // The memory kept for a pool that shrinks goes with its buffers.
+            for (list, n) in b.spare.iter_mut().zip([per_cpt[1], per_cpt[2]]) {
+                list.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+            }
             while let Some((waiter, grant)) = granted.pop() {
                 if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
                     granted.extend(b.release(back.grant));
@@ -238,5 +305,55 @@ impl Handler<ShowBuffers> for RouterActor {
 
     fn handle(&mut self, _: ShowBuffers, _ctx: &mut Context<Self>) -> MessageResult<ShowBuffers> {
         MessageResult(self.pools.show())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nid(s: &str) -> Nid {
+        s.parse().expect("a NID")
+    }
+
+    fn granted(r: Reservation) -> Ticket {
+        match r {
+            Reservation::Granted(t) => t,
+            other => panic!("not granted: {other:?}"),
+        }
+    }
+
+    /// A large buffer's memory given back with its payload serves the next large
+    /// message; a payload still held elsewhere is not taken back.
+    #[test]
+    fn buffer_memory_is_used_again_once_nothing_else_holds_it() {
+        let pools = RouterPools::new([8, 8, 8], 1, 8);
+        let from = nid("10.0.0.1@tcp");
+        let t = granted(pools.reserve(from, 1 << 20));
+        let mut memory = pools.buffer(&t);
+        assert!(memory.capacity() >= 1 << 20);
+        let at = memory.as_ptr();
+        memory.resize(1 << 20, 7);
+        let payload = memory.freeze();
+        pools.release_with(t, payload);
+        let t = granted(pools.reserve(from, 300_000));
+        let again = pools.buffer(&t);
+        assert_eq!(again.as_ptr(), at);
+        assert!(again.is_empty());
+
+        // Held by another owner (a send still under way): not kept.
+        let mut memory = again;
+        memory.resize(300_000, 1);
+        let payload = memory.freeze();
+        let other = payload.clone();
+        pools.release_with(t, payload);
+        let t = granted(pools.reserve(from, 5000));
+        assert_ne!(pools.buffer(&t).as_ptr(), other.as_ptr());
+
+        // The small pool's buffers are a page; the tiny pool's hold nothing.
+        let t = granted(pools.reserve(from, 100));
+        assert!(pools.buffer(&t).capacity() >= PAGE_SIZE as usize);
+        let t = granted(pools.reserve(from, 0));
+        assert_eq!(pools.buffer(&t).capacity(), 0);
     }
 }

@@ -180,7 +180,7 @@ impl Forwarder {
                 .buffers
                 .request(from, header.payload_length, done.messages)
             {
-                Requested::Granted(_, g) => g,
+                Requested::Granted(g) => g,
                 Requested::Waiting | Requested::Refused(..) => {
                     return Err(BenchError::Setup("no router buffer".to_owned()))
                 }

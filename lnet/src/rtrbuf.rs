@@ -137,8 +137,8 @@ pub enum BufferError {
 /// The answer to [`RouterBuffers::request`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum Requested<T, P> {
-    /// A buffer now.
-    Granted(T, Grant<P>),
+    /// A buffer now (no token was made).
+    Granted(Grant<P>),
     /// The message waits for a credit or a buffer.
     Waiting,
     /// No buffer can hold it.
@@ -240,21 +240,27 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     /// A message of `len` payload bytes from `peer` wants a buffer: it gets one now, or
     /// waits (its token comes back from [`Self::release`] when it has one), or is refused.
     pub fn request(&mut self, peer: P, len: u32, token: T) -> Requested<T, P> {
-        self.request_with_credits(peer, self.peer_credits, len, token)
+        self.request_with_credits(peer, self.peer_credits, len, || token)
+    }
+
+    /// The router-buffer credits a peer NI gets when its net sets none.
+    pub fn default_peer_credits(&self) -> u32 {
+        self.peer_credits
     }
 
     /// [`Self::request`] from a peer NI whose net gives its peers `credits` router-buffer
     /// credits (its `peer_buffer_credits`, else its `peer_credits`), rather than the
-    /// default of these buffers; they are set when the peer NI first sends.
+    /// default of these buffers; they are set when the peer NI first sends. The token is
+    /// made (`token()`) only when the message must wait or is refused: a grant needs none.
     pub fn request_with_credits(
         &mut self,
         peer: P,
         credits: u32,
         len: u32,
-        token: T,
+        token: impl FnOnce() -> T,
     ) -> Requested<T, P> {
         let Some(pool) = PoolKind::for_payload(len) else {
-            return Requested::Refused(token, BufferError::TooLarge { len });
+            return Requested::Refused(token(), BufferError::TooLarge { len });
         };
         let max = credits.max(1);
         let state = self.peers.entry(peer.clone()).or_insert_with(|| {
@@ -272,27 +278,23 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
         c.credits = c.credits.saturating_sub(1);
         c.mincredits = c.mincredits.min(c.credits);
         if c.credits < 0 {
-            state.waiting.push_back((token, pool));
+            state.waiting.push_back((token(), pool));
             return Requested::Waiting;
         }
-        match self.take_buffer(peer, pool, token) {
-            Some((token, grant)) => Requested::Granted(token, grant),
-            None => Requested::Waiting,
+        if self.take_buffer(pool) {
+            return Requested::Granted(Grant { peer, pool });
         }
+        self.pool_mut(pool).waiting.push_back((token(), peer));
+        Requested::Waiting
     }
 
-    /// The peer credit is held: take a buffer, or wait for one. Returns the token when
-    /// granted.
-    fn take_buffer(&mut self, peer: P, kind: PoolKind, token: T) -> Option<(T, Grant<P>)> {
-        let pool = self.pool_mut(kind);
-        let s = &mut pool.stats;
+    /// The peer credit is held: takes a buffer of pool `kind` (true), or counts one more
+    /// waiter, which the caller queues on the pool (false).
+    fn take_buffer(&mut self, kind: PoolKind) -> bool {
+        let s = &mut self.pool_mut(kind).stats;
         s.credits = s.credits.saturating_sub(1);
         s.mincredits = s.mincredits.min(s.credits);
-        if s.credits < 0 {
-            pool.waiting.push_back((token, peer));
-            return None;
-        }
-        Some((token, Grant { peer, pool: kind }))
+        s.credits >= 0
     }
 
     /// Resizes the pools to `sizes` buffers (tiny, small, large), as `lnetctl set
@@ -364,8 +366,16 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
             None => None,
         };
         if let Some((token, kind)) = next {
-            if let Some(g) = self.take_buffer(grant.peer, kind, token) {
-                granted.push(g);
+            if self.take_buffer(kind) {
+                granted.push((
+                    token,
+                    Grant {
+                        peer: grant.peer,
+                        pool: kind,
+                    },
+                ));
+            } else {
+                self.pool_mut(kind).waiting.push_back((token, grant.peer));
             }
         }
         granted
@@ -399,10 +409,10 @@ mod tests {
     fn peer_credits_then_pool_credits_queue_and_resume_in_order() {
         // Two large buffers, two credits per peer.
         let mut b: RouterBuffers<&str, u32> = RouterBuffers::new([4, 4, 2], 2);
-        let Requested::Granted(_, g1) = b.request("a", 8192, 1) else {
+        let Requested::Granted(g1) = b.request("a", 8192, 1) else {
             panic!()
         };
-        let Requested::Granted(_, g2) = b.request("a", 8192, 2) else {
+        let Requested::Granted(g2) = b.request("a", 8192, 2) else {
             panic!()
         };
         // Peer a is out of credits: 3 waits on the peer.
@@ -449,7 +459,7 @@ mod tests {
         }
         fn take(b: &mut RouterBuffers<u8, u32>, t: u32) -> Option<Grant<u8>> {
             match b.request(7, 8192, t) {
-                Requested::Granted(_, g) => Some(g),
+                Requested::Granted(g) => Some(g),
                 Requested::Waiting => None,
                 Requested::Refused(..) => panic!("refused"),
             }

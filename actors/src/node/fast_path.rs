@@ -31,7 +31,7 @@
 //! differently.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -89,6 +89,9 @@ pub(crate) struct ForwardSnapshot {
     /// one), for the net check.
     pub(crate) heard: FxHashMap<Net, Arc<AtomicU64>>,
 }
+
+/// One shard of the known peer NIs.
+type PeerNiMap = FxHashMap<Nid, Arc<PathPeerNi>>;
 
 /// A message the forwarding path handed to an LND.
 pub(crate) struct InFlight {
@@ -164,9 +167,9 @@ pub struct ForwardingCounts {
 pub(crate) struct ForwardPath {
     pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
-    /// there can be many): added one by one, in shards by NID, each behind a lock of its
-    /// own that the path only reads.
-    peer_nis: Vec<RwLock<FxHashMap<Nid, Arc<PathPeerNi>>>>,
+    /// there can be many): added one by one, in shards by NID, each shard's map replaced
+    /// whole on a change and read without a lock.
+    peer_nis: Vec<ArcSwap<PeerNiMap>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -211,7 +214,7 @@ impl ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
-                .map(|_| RwLock::new(FxHashMap::default()))
+                .map(|_| ArcSwap::from_pointee(PeerNiMap::default()))
                 .collect(),
             pools,
             faults,
@@ -232,7 +235,7 @@ impl ForwardPath {
             .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<FxHashMap<Nid, Arc<PathPeerNi>>>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&ArcSwap<PeerNiMap>> {
         let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
         self.peer_nis.get(i)
     }
@@ -241,9 +244,12 @@ impl ForwardPath {
     /// messages from it.
     pub(crate) fn add_peer_ni(&self, nid: Nid, peer_ni: PathPeerNi) {
         if let Some(s) = self.peer_shard(&nid) {
-            s.write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(nid, Arc::new(peer_ni));
+            let entry = Arc::new(peer_ni);
+            s.rcu(|map| {
+                let mut map = PeerNiMap::clone(map);
+                map.insert(nid, Arc::clone(&entry));
+                map
+            });
         }
     }
 
@@ -251,18 +257,23 @@ impl ForwardPath {
     /// actor's path (which learns it again if it is heard from).
     pub(crate) fn remove_peer_ni(&self, nid: &Nid) {
         if let Some(s) = self.peer_shard(nid) {
-            s.write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(nid);
+            if s.load().contains_key(nid) {
+                s.rcu(|map| {
+                    let mut map = PeerNiMap::clone(map);
+                    map.remove(nid);
+                    map
+                });
+            }
         }
     }
 
     fn peer_ni(&self, nid: &Nid) -> Option<Arc<PathPeerNi>> {
-        self.peer_shard(nid)?
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(nid)
-            .cloned()
+        self.peer_shard(nid)?.load().get(nid).cloned()
+    }
+
+    /// `f` of known peer NI `nid`, without taking a reference to it.
+    fn with_peer_ni<R>(&self, nid: &Nid, f: impl FnOnce(&PathPeerNi) -> R) -> Option<R> {
+        self.peer_shard(nid)?.load().get(nid).map(|p| f(p))
     }
 
     /// Messages the path handed to an LND whose send has not completed.
@@ -427,7 +438,8 @@ impl ForwardPath {
         }
         let from = msg.from.nid;
         let rx_ni = snap.nis.get(&msg.ni).filter(|n| n.quiet)?;
-        let sender = self.peer_ni(&from)?;
+        let senders = self.peer_shard(&from)?.load();
+        let sender = senders.get(&from)?;
         if snap.dead_gateways.contains(&from)
             || !rx_ni.cell.health().is_max()
             || !sender.cell.health().is_max()
@@ -450,7 +462,10 @@ impl ForwardPath {
             .next_hop(
                 &fwd,
                 |n| snap.nis.get(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
-                |n| self.peer_ni(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
+                |n| {
+                    self.with_peer_ni(n, |e| live(&e.cell))
+                        .unwrap_or(Live::UNKNOWN)
+                },
             )
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
@@ -523,6 +538,6 @@ impl ForwardPath {
         self.counts.route_count.fetch_add(1, Relaxed);
         let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
         self.counts.route_length.fetch_add(len, Relaxed);
-        self.pools.release(f.ticket);
+        self.pools.release_with(f.ticket, f.payload);
     }
 }

@@ -103,6 +103,7 @@ impl LndHandler for NodeHandler {
                 return RxDecision::Close;
             }
         };
+        let memory = self.path.pools.buffer(&ticket);
         if let Some(pool) = PoolKind::for_payload(len) {
             if let Some(mut p) = self.pending(&rx.from.nid) {
                 p.entry((rx.ni, rx.from.nid, pool))
@@ -110,7 +111,7 @@ impl LndHandler for NodeHandler {
                     .push(ticket);
             }
         }
-        buf()
+        RxDecision::Receive(memory)
     }
 
     async fn on_message(&self, msg: RxMessage) {

@@ -215,6 +215,8 @@ impl<H: LndHandler> Writer<H> {
                     }
                     write_all(&self.half, &head, self.parts.tunables.timeout()).await?;
                     write_all(&self.half, &payload, self.parts.tunables.timeout()).await?;
+                    // The payload's memory is the sender's again once the send completes.
+                    drop(payload);
                     self.parts
                         .progress
                         .done_through

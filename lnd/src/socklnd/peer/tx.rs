@@ -319,20 +319,23 @@ fn complete<H: LndHandler>(
     handler: &H,
     ni: Nid,
     peer: ProcessId,
-    tx: &TxRequest,
+    tx: TxRequest,
     failure: Option<(TxFailure, String)>,
 ) {
+    // The payload is let go first: the upper layer may use its memory again.
+    let (id, to) = (tx.id, tx.peer);
+    drop(tx);
     let (status, reason) = match failure {
         None => (lnet::health::HealthStatus::Ok, None),
         Some((f, why)) => (f.status(), Some(why)),
     };
     if let Some(why) = &reason {
-        tracing::debug!(%peer, id = tx.id.0, %status, "socklnd: send failed: {why}");
+        tracing::debug!(%peer, id = id.0, %status, "socklnd: send failed: {why}");
     }
     handler.on_send_complete(TxCompletion {
-        id: tx.id,
+        id,
         ni,
-        peer: tx.peer,
+        peer: to,
         status,
         reason,
     });
@@ -341,6 +344,6 @@ fn complete<H: LndHandler>(
 /// Completes every send of `done`.
 pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
-        complete(handler, ni, peer, &tx, failure);
+        complete(handler, ni, peer, tx, failure);
     }
 }
