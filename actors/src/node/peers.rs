@@ -233,6 +233,8 @@ impl Handler<DelPeer> for LnetActor {
             self.path.remove_peer_ni(gone);
         }
         self.peers.set(m.primary, keep, multi_rail, configured);
+        // The forward decision reads the Multi-Rail peers from the snapshot: at once.
+        self.publish_forward();
         Ok(())
     }
 }
@@ -254,6 +256,7 @@ impl Handler<AddPeer> for LnetActor {
             .check_configured(m.primary, &nids)
             .map_err(|reason| NodeError::BadPeer { reason })?;
         self.set_peer(m.primary, nids, m.multi_rail, true);
+        self.publish_forward();
         Ok(())
     }
 }
