@@ -233,8 +233,6 @@ impl Handler<DelPeer> for LnetActor {
             self.path.remove_peer_ni(gone);
         }
         self.peers.set(m.primary, keep, multi_rail, configured);
-        // The forward decision reads the Multi-Rail peers from the snapshot: at once.
-        self.publish_forward();
         Ok(())
     }
 }
@@ -256,7 +254,6 @@ impl Handler<AddPeer> for LnetActor {
             .check_configured(m.primary, &nids)
             .map_err(|reason| NodeError::BadPeer { reason })?;
         self.set_peer(m.primary, nids, m.multi_rail, true);
-        self.publish_forward();
         Ok(())
     }
 }
