@@ -27,6 +27,12 @@ impl Clock {
         Millis(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
+    /// `t` as [`Millis`] since the origin (the origin if before it).
+    pub fn at(&self, t: Instant) -> Millis {
+        let ms = t.saturating_duration_since(self.origin).as_millis();
+        Millis(u64::try_from(ms).unwrap_or(u64::MAX))
+    }
+
     /// How long from now until `at` (zero if it has passed).
     pub fn until(&self, at: Millis) -> std::time::Duration {
         std::time::Duration::from_millis(at.saturating_sub(self.now()).as_millis())
@@ -52,5 +58,10 @@ mod tests {
         assert_eq!(clock.now(), Millis(1500));
         assert_eq!(clock.until(Millis(2000)), Duration::from_millis(500));
         assert_eq!(clock.until(Millis(1000)), Duration::ZERO);
+        assert_eq!(clock.at(Instant::now()), Millis(1500));
+        assert_eq!(
+            clock.at(Instant::now() - Duration::from_secs(9)),
+            Millis::ZERO
+        );
     }
 }

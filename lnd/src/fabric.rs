@@ -370,6 +370,7 @@ async fn rx_loop<H: LndHandler>(nid: Nid, handler: Arc<H>, mut inbox: mpsc::Rece
                         from: frame.from,
                         header: frame.header,
                         payload: buf.freeze(),
+                        received_at: tokio::time::Instant::now(),
                     })
                     .await;
             }

@@ -111,6 +111,9 @@ pub struct RxMessage {
     pub header: Header,
     /// Exactly `header.payload_length` bytes, in the buffer the caller chose.
     pub payload: Bytes,
+    /// When the LND read it: the read that brought its last byte (one clock read serves
+    /// every message of a read).
+    pub received_at: tokio::time::Instant,
 }
 
 /// What an LND tells the layer above it.

@@ -31,7 +31,7 @@
 //! differently.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -167,9 +167,9 @@ pub struct ForwardingCounts {
 pub(crate) struct ForwardPath {
     pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
-    /// there can be many): added one by one, in shards by NID, each shard's map replaced
-    /// whole on a change and read without a lock.
-    peer_nis: Vec<ArcSwap<PeerNiMap>>,
+    /// there can be many): added one by one, in shards by NID, each behind a lock of its
+    /// own that the path only reads.
+    peer_nis: Vec<RwLock<PeerNiMap>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -214,7 +214,7 @@ impl ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
-                .map(|_| ArcSwap::from_pointee(PeerNiMap::default()))
+                .map(|_| RwLock::new(PeerNiMap::default()))
                 .collect(),
             pools,
             faults,
@@ -235,7 +235,7 @@ impl ForwardPath {
             .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&ArcSwap<PeerNiMap>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
         let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
         self.peer_nis.get(i)
     }
@@ -244,12 +244,9 @@ impl ForwardPath {
     /// messages from it.
     pub(crate) fn add_peer_ni(&self, nid: Nid, peer_ni: PathPeerNi) {
         if let Some(s) = self.peer_shard(&nid) {
-            let entry = Arc::new(peer_ni);
-            s.rcu(|map| {
-                let mut map = PeerNiMap::clone(map);
-                map.insert(nid, Arc::clone(&entry));
-                map
-            });
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(nid, Arc::new(peer_ni));
         }
     }
 
@@ -257,23 +254,23 @@ impl ForwardPath {
     /// actor's path (which learns it again if it is heard from).
     pub(crate) fn remove_peer_ni(&self, nid: &Nid) {
         if let Some(s) = self.peer_shard(nid) {
-            if s.load().contains_key(nid) {
-                s.rcu(|map| {
-                    let mut map = PeerNiMap::clone(map);
-                    map.remove(nid);
-                    map
-                });
-            }
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(nid);
         }
     }
 
     fn peer_ni(&self, nid: &Nid) -> Option<Arc<PathPeerNi>> {
-        self.peer_shard(nid)?.load().get(nid).cloned()
+        self.with_peer_ni(nid, Arc::clone)
     }
 
-    /// `f` of known peer NI `nid`, without taking a reference to it.
-    fn with_peer_ni<R>(&self, nid: &Nid, f: impl FnOnce(&PathPeerNi) -> R) -> Option<R> {
-        self.peer_shard(nid)?.load().get(nid).map(|p| f(p))
+    /// `f` of known peer NI `nid`, under its shard's read lock.
+    fn with_peer_ni<R>(&self, nid: &Nid, f: impl FnOnce(&Arc<PathPeerNi>) -> R) -> Option<R> {
+        let shard = self.peer_shard(nid)?.read();
+        shard
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(nid)
+            .map(f)
     }
 
     /// Messages the path handed to an LND whose send has not completed.
@@ -438,8 +435,7 @@ impl ForwardPath {
         }
         let from = msg.from.nid;
         let rx_ni = snap.nis.get(&msg.ni).filter(|n| n.quiet)?;
-        let senders = self.peer_shard(&from)?.load();
-        let sender = senders.get(&from)?;
+        let sender = self.peer_ni(&from)?;
         if snap.dead_gateways.contains(&from)
             || !rx_ni.cell.health().is_max()
             || !sender.cell.health().is_max()
@@ -479,8 +475,8 @@ impl ForwardPath {
         {
             return None;
         }
-        // Committed: count it where the actors would.
-        let now = self.clock.now();
+        // Committed: count it where the actors would, at the time it was read.
+        let now = self.clock.at(msg.received_at);
         let t = msg.header.msg_type();
         sender.cell.count_received(t);
         sender.cell.alive_at(now);

@@ -707,6 +707,7 @@ impl<H: LndHandler> Reader<H> {
                             from: self.from,
                             header,
                             payload: buf.freeze(),
+                            received_at: batch::now(),
                         })
                         .await;
                 }

@@ -72,6 +72,7 @@ impl<H: LndHandler> State<H> {
             from,
             header,
             payload,
+            received_at: tokio::time::Instant::now(),
         };
         let mut handed: Delivery = Box::pin(async move { h.on_message(msg).await });
         match self
