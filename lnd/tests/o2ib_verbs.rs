@@ -755,6 +755,9 @@ struct Hostile {
 struct HostileId {
     id: sys::CmId,
     private_data: Vec<u8>,
+    /// The QP number its CONNREQ announces: one of its own per request (the IB CM of the
+    /// passive side rejects a second REQ naming a QP already connected as stale).
+    qp_num: u32,
     /// Answered: accepted (stalled) or refused.
     answered: bool,
     stalled: bool,
@@ -806,6 +809,7 @@ impl Hostile {
                 HostileId {
                     id,
                     private_data: private_data.to_vec(),
+                    qp_num: 0x80_0000 + u32::try_from(self.ids.len()).unwrap(),
                     answered: false,
                     stalled: false,
                 },
@@ -878,6 +882,7 @@ impl Hostile {
                     flow_control: 1,
                     retry_count: 5,
                     rnr_retry_count: 6,
+                    qp_num: h.qp_num,
                 };
                 h.id.connect(&p, &h.private_data).unwrap();
             }
@@ -889,8 +894,8 @@ impl Hostile {
             _ if h.stalled => self.tally.torn_down += 1,
             sys::CmEventKind::Rejected if !h.answered && ev.status == 28 => {
                 h.answered = true;
-                let why = lnd::o2iblnd::wire::Rej::decode(&ev.private_data)
-                    .map_or(0, |r| r.why.to_u8());
+                let why =
+                    lnd::o2iblnd::wire::Rej::decode(&ev.private_data).map_or(0, |r| r.why.to_u8());
                 *self.tally.rejected.entry(why).or_default() += 1;
             }
             kind if !h.answered => {
@@ -1018,7 +1023,10 @@ async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
     let s = b.lnd.stats().await.unwrap();
     assert_eq!(s.handshakes, limit as u64);
     let res_stalled = rdma_resources(&vm.dev[1]);
-    println!("{} QPs, CM ids: before {res_before:?}, with {limit} half-open {res_stalled:?}", vm.dev[1]);
+    println!(
+        "{} QPs, CM ids: before {res_before:?}, with {limit} half-open {res_stalled:?}",
+        vm.dev[1]
+    );
 
     // 2. A good peer on another address connects and sends while they are held.
     let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
@@ -1037,7 +1045,11 @@ async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
     // At most `limit` in handshake at once, each for one connect timeout (plus the 1 s
     // tick that finds it): the flood got at most that many slots as they were freed.
     let slots = limit * (2 + (flood_secs / connect_timeout.as_secs_f64()) as usize);
-    assert!(flood.stalled <= slots, "{} accepted, at most {slots}", flood.stalled);
+    assert!(
+        flood.stalled <= slots,
+        "{} accepted, at most {slots}",
+        flood.stalled
+    );
     assert!(no_resources > 0);
 
     // 4. Every half-open connection is torn down after the connect timeout and freed.
@@ -1048,7 +1060,10 @@ async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
         if s.handshake_timeouts >= accepted && s.handshakes == 0 {
             break s;
         }
-        assert!(Instant::now() < deadline, "half-open connections left: {s:?}");
+        assert!(
+            Instant::now() < deadline,
+            "half-open connections left: {s:?}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     h.linger(Instant::now() + Duration::from_secs(2)).await;
@@ -1071,7 +1086,11 @@ async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
     // Only the good peer's connection is left, with its QP and CM id.
     assert_eq!(s.conns, 1);
     if let (Some(before), Some(stalled), Some(after)) = (res_before, res_stalled, res_after) {
-        assert_eq!(stalled.0, before.0 + limit as u64, "QPs of the half-open connections");
+        assert_eq!(
+            stalled.0,
+            before.0 + limit as u64,
+            "QPs of the half-open connections"
+        );
         assert_eq!(after, (before.0 + 1, before.1 + 1), "QPs and CM ids left");
     }
 

@@ -167,7 +167,11 @@ impl O2ibLndConfig {
             ("ntx", self.ntx, 1 << 20),
             ("bulk_buffers", self.bulk_buffers, 1024),
             ("max_conns", self.max_conns, 1 << 16),
-            ("max_handshakes_per_addr", self.max_handshakes_per_addr, 1 << 16),
+            (
+                "max_handshakes_per_addr",
+                self.max_handshakes_per_addr,
+                1 << 16,
+            ),
         ] {
             if got == 0 || got > max {
                 return Err(ConfigError::PoolSize { what, got, max });

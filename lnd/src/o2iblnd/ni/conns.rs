@@ -15,6 +15,7 @@ impl<H: LndHandler> State<H> {
             flow_control: 1,
             retry_count: self.cfg.retry_count,
             rnr_retry_count: self.cfg.rnr_retry_count,
+            qp_num: 0,
         }
     }
 

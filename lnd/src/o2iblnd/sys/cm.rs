@@ -190,6 +190,9 @@ pub struct ConnectParams {
     pub retry_count: u8,
     /// `rnr_retry_count` (6).
     pub rnr_retry_count: u8,
+    /// The QP number a connect announces when the id has no QP of its own (0 otherwise:
+    /// the id's QP is announced).
+    pub qp_num: u32,
 }
 
 /// Sizes of a connection's QP.
@@ -353,7 +356,7 @@ impl CmId {
             retry_count: p.retry_count,
             rnr_retry_count: p.rnr_retry_count,
             srq: 0,
-            qp_num: 0,
+            qp_num: p.qp_num,
         }
     }
 
