@@ -584,8 +584,10 @@ impl<H: LndHandler> State<H> {
     }
 
     /// Tears down an incoming connection that never came up: its QP, CM id and receive
-    /// buffers are freed. The NID its CONNREQ named is not told down and its queue is left
-    /// alone (any requester can name any NID). Returns the NID and the address.
+    /// buffers are freed. The NID its CONNREQ named is not told down and its queue is not
+    /// failed (any requester can name any NID); sends queued for that NID with no other
+    /// connection get one of their own, as when any connection closes. Returns the NID
+    /// and the address.
     pub(super) fn abort_accepting(&mut self, c: u32) -> Option<(Nid, Option<Ipv4Addr>)> {
         let conn = self.conns.remove(&c)?;
         self.by_cm.remove(&conn.id.key());
@@ -593,8 +595,13 @@ impl<H: LndHandler> State<H> {
         let (peer, addr) = (conn.peer, conn.addr);
         // Destroys the QP and the CM id: the device no longer touches the buffers.
         drop(conn);
+        let mut reconnect = false;
         if let Some(p) = self.peers.get_mut(&peer) {
             p.conns.retain(|x| *x != c);
+            reconnect = p.conns.is_empty() && !p.connecting;
+        }
+        if reconnect && self.ex.has_waiting(peer) && !self.fatal {
+            self.start_connect(peer);
         }
         self.forget_idle_peer(peer);
         if let Some(ip) = addr {
