@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use lnd::lnd::PeerDown;
 use lnd::o2iblnd::probe::{connect_raw, ProbeOutcome};
+use lnd::o2iblnd::sys;
 use lnd::o2iblnd::wire::{Body, ConnParams, KibMsg, RejWhy, Version};
 use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
 use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
@@ -734,6 +735,382 @@ async fn both_sides_connecting_at_once_resolve_the_race() {
     a.send(3, bn, put(an, bn, &p, 3), p).await;
     check_payload(&b.message().await);
     assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+/// A requester that does not play by the rules: CONNREQs on CM ids with no QP, so that an
+/// accept comes back as CONNECT_RESPONSE, which it never answers (no RTU: the connection
+/// stays half-open on the passive side). Every id it made stays open until it is dropped.
+struct Hostile {
+    // Drop order: the ids, then the descriptor, then their channel.
+    ids: HashMap<usize, HostileId>,
+    fd: tokio::io::unix::AsyncFd<sys::Fd>,
+    ch: sys::EventChannel,
+    src: Ipv4Addr,
+    dst: SocketAddrV4,
+    tally: HostileTally,
+}
+
+struct HostileId {
+    id: sys::CmId,
+    private_data: Vec<u8>,
+    /// The QP number its CONNREQ announces: one of its own per request (the IB CM of the
+    /// passive side rejects a second REQ naming a QP already connected as stale).
+    qp_num: u32,
+    /// Answered: accepted (stalled) or refused.
+    answered: bool,
+    stalled: bool,
+}
+
+/// What the requests of a [`Hostile`] came to.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct HostileTally {
+    /// Accepted and left half-open (CONNECT_RESPONSE, never answered).
+    stalled: usize,
+    /// Rejected with a `kib_rej` (IB CM status 28), by its `why`.
+    rejected: HashMap<u8, usize>,
+    /// Half-open ones the passive side later tore down (an event after the response).
+    torn_down: usize,
+    /// Anything else, by event kind.
+    other: HashMap<String, usize>,
+}
+
+impl HostileTally {
+    fn answered(&self) -> usize {
+        self.stalled + self.rejected.values().sum::<usize>() + self.other.values().sum::<usize>()
+    }
+}
+
+impl Hostile {
+    fn new(src: Ipv4Addr, dst: SocketAddrV4) -> Hostile {
+        let ch = sys::EventChannel::new().unwrap();
+        let fd = sys::async_fd(ch.fd()).unwrap();
+        Hostile {
+            ids: HashMap::new(),
+            fd,
+            ch,
+            src,
+            dst,
+            tally: HostileTally::default(),
+        }
+    }
+
+    /// Sends `n` CONNREQs carrying `private_data` (all started at once) and waits, within
+    /// `WAIT`, until each is answered; returns what these `n` came to.
+    async fn connect(&mut self, n: usize, private_data: &[u8]) -> HostileTally {
+        let before = self.tally.clone();
+        for _ in 0..n {
+            let id = sys::CmId::new(&self.ch).unwrap();
+            id.resolve_addr(SocketAddrV4::new(self.src, 0), self.dst, 5000)
+                .unwrap();
+            self.ids.insert(
+                id.key(),
+                HostileId {
+                    id,
+                    private_data: private_data.to_vec(),
+                    qp_num: 0x80_0000 + u32::try_from(self.ids.len()).unwrap(),
+                    answered: false,
+                    stalled: false,
+                },
+            );
+        }
+        let want = before.answered() + n;
+        let deadline = Instant::now() + WAIT;
+        while self.tally.answered() < want {
+            assert!(
+                self.pump(deadline).await,
+                "hostile requests: {} of {n} answered: {:?}",
+                self.tally.answered() - before.answered(),
+                self.tally
+            );
+        }
+        HostileTally {
+            stalled: self.tally.stalled - before.stalled,
+            rejected: self
+                .tally
+                .rejected
+                .iter()
+                .map(|(k, v)| (*k, v - before.rejected.get(k).copied().unwrap_or(0)))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+            torn_down: self.tally.torn_down - before.torn_down,
+            other: self
+                .tally
+                .other
+                .iter()
+                .map(|(k, v)| (k.clone(), v - before.other.get(k).copied().unwrap_or(0)))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+        }
+    }
+
+    /// Takes the events that come until `deadline`.
+    async fn linger(&mut self, deadline: Instant) {
+        while self.pump(deadline).await {}
+    }
+
+    /// Handles the events waiting, or waits for one until `deadline` (false: none came).
+    async fn pump(&mut self, deadline: Instant) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.ch.next_event().unwrap() {
+            any = true;
+            self.on_event(ev);
+        }
+        if any {
+            return true;
+        }
+        match tokio::time::timeout_at(deadline, self.fd.readable()).await {
+            Ok(guard) => {
+                guard.unwrap().clear_ready();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn on_event(&mut self, ev: sys::CmEvent) {
+        let Some(h) = self.ids.get_mut(&ev.id) else {
+            return;
+        };
+        match ev.kind {
+            sys::CmEventKind::AddrResolved => h.id.resolve_route(5000).unwrap(),
+            sys::CmEventKind::RouteResolved => {
+                let p = sys::ConnectParams {
+                    responder_resources: 0,
+                    initiator_depth: 0,
+                    flow_control: 1,
+                    retry_count: 5,
+                    rnr_retry_count: 6,
+                    qp_num: h.qp_num,
+                };
+                h.id.connect(&p, &h.private_data).unwrap();
+            }
+            sys::CmEventKind::ConnectResponse if !h.answered => {
+                h.answered = true;
+                h.stalled = true;
+                self.tally.stalled += 1;
+            }
+            _ if h.stalled => self.tally.torn_down += 1,
+            sys::CmEventKind::Rejected if !h.answered && ev.status == 28 => {
+                h.answered = true;
+                let why =
+                    lnd::o2iblnd::wire::Rej::decode(&ev.private_data).map_or(0, |r| r.why.to_u8());
+                *self.tally.rejected.entry(why).or_default() += 1;
+            }
+            kind if !h.answered => {
+                h.answered = true;
+                *self
+                    .tally
+                    .other
+                    .entry(format!("{kind:?}/{}", ev.status))
+                    .or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The QPs and CM ids of RDMA device `dev` (`rdma resource show`), when the tool is there.
+fn rdma_resources(dev: &str) -> Option<(u64, u64)> {
+    let out = std::process::Command::new("rdma")
+        .args(["resource", "show"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(&format!("{dev}:")))?;
+    let field = |name: &str| {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        words
+            .iter()
+            .position(|w| *w == name)
+            .and_then(|i| words.get(i + 1))
+            .and_then(|v| v.parse().ok())
+    };
+    Some((field("qp")?, field("cm_id")?))
+}
+
+/// `a` sends `n` PUTs of 1 MiB to `b`; returns the MB/s of payload (the payloads are made
+/// before and checked after the clock runs), after checking that every one arrived once,
+/// intact, and completed OK.
+async fn timed_puts(a: &mut Node, b: &mut Node, first: u64, n: u64) -> f64 {
+    let (an, bn) = (a.nid(), b.nid());
+    let payloads: Vec<(u64, Bytes)> = (first..first + n)
+        .map(|seq| (seq, pattern(1 << 20, seq)))
+        .collect();
+    let t0 = Instant::now();
+    let sender = {
+        let lnd = &a.lnd;
+        async move {
+            for (seq, p) in payloads {
+                lnd.send(TxRequest {
+                    id: TxId(seq),
+                    peer: bn,
+                    header: put(an, bn, &p, seq),
+                    payload: p,
+                })
+                .await
+                .unwrap();
+            }
+        }
+    };
+    let receiver = async {
+        let mut got = Vec::new();
+        for _ in 0..n {
+            got.push(b.message().await);
+        }
+        got
+    };
+    let ((), got) = tokio::join!(sender, receiver);
+    let secs = t0.elapsed().as_secs_f64();
+    let mut seqs: Vec<u64> = got
+        .iter()
+        .map(|m| {
+            check_payload(m);
+            seq_of(&m.header)
+        })
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (first..first + n).collect::<Vec<_>>());
+    for _ in 0..n {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    (n as f64) * 1.048576 / secs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
+    let Some(vm) = vm("hostile_cm_requesters_are_bounded_while_good_puts_flow") else {
+        return;
+    };
+    // The hostile requester needs an address of its own on device 0 (scripts/o2ib-vm-test
+    // adds 10.0.0.3 to it), so that the per-address bound does not also hold the good peer.
+    let Some(hostile_ip) = std::env::var("RDMAVM_IP2")
+        .ok()
+        .and_then(|v| v.parse::<Ipv4Addr>().ok())
+    else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED hostile_cm_requesters_are_bounded_while_good_puts_flow: RDMAVM_IP2 is unset"
+        );
+        return;
+    };
+    const FLOOD: usize = 300;
+    const PUTS: u64 = 32;
+    let port = 31987;
+    let mut cb = config(vm.ip[1], port);
+    // Connect timeout max(5 s, timeout / 4): 5 s.
+    cb.timeout = Duration::from_secs(20);
+    let limit = cb.max_handshakes_per_addr;
+    let connect_timeout = cb.connreq_timeout();
+    let mut b = Node::start(cb, Mode::Receive).await;
+    let dst = SocketAddrV4::new(vm.ip[1], port);
+    let connreq = KibMsg {
+        version: Version::V2,
+        credits: 0,
+        srcnid: o2ib(hostile_ip),
+        srcstamp: 0xbad,
+        dstnid: b.nid(),
+        dststamp: 0,
+        body: Body::ConnReq(ConnParams::DEFAULT),
+    }
+    .encode()
+    .unwrap();
+    let mut bad = connreq.clone();
+    bad[4] = 0x13;
+    let res_before = rdma_resources(&vm.dev[1]);
+    let mut h = Hostile::new(hostile_ip, dst);
+
+    // 1. An invalid CONNREQ and `limit` valid ones, none ever completed.
+    let t = h.connect(1, &bad).await;
+    println!("hostile: invalid CONNREQ, then silence -> {t:?}");
+    assert_eq!(t.rejected, HashMap::from([(3u8, 1usize)]), "FATAL at once");
+    let t = h.connect(limit, &connreq).await;
+    println!("hostile: {limit} CONNREQs, never completed -> {t:?}");
+    assert_eq!(t.stalled, limit);
+    let s = b.lnd.stats().await.unwrap();
+    assert_eq!(s.handshakes, limit as u64);
+    let res_stalled = rdma_resources(&vm.dev[1]);
+    println!(
+        "{} QPs, CM ids: before {res_before:?}, with {limit} half-open {res_stalled:?}",
+        vm.dev[1]
+    );
+
+    // 2. A good peer on another address connects and sends while they are held.
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    let mbps_stalled = timed_puts(&mut a, &mut b, 1, PUTS).await;
+
+    // 3. A flood of CONNREQs from the hostile address while the good peer sends.
+    let flood_t0 = Instant::now();
+    let (flood, mbps_flood) = tokio::join!(
+        h.connect(FLOOD, &connreq),
+        timed_puts(&mut a, &mut b, 1001, PUTS)
+    );
+    let flood_secs = flood_t0.elapsed().as_secs_f64();
+    println!("hostile: flood of {FLOOD} CONNREQs in {flood_secs:.1} s -> {flood:?}");
+    let no_resources = flood.rejected.get(&2).copied().unwrap_or(0);
+    assert_eq!(flood.stalled + no_resources, FLOOD, "{flood:?}");
+    // At most `limit` in handshake at once, each for one connect timeout (plus the 1 s
+    // tick that finds it): the flood got at most that many slots as they were freed.
+    let slots = limit * (2 + (flood_secs / connect_timeout.as_secs_f64()) as usize);
+    assert!(
+        flood.stalled <= slots,
+        "{} accepted, at most {slots}",
+        flood.stalled
+    );
+    assert!(no_resources > 0);
+
+    // 4. Every half-open connection is torn down after the connect timeout and freed.
+    let accepted = (limit + flood.stalled) as u64;
+    let deadline = Instant::now() + WAIT;
+    let s = loop {
+        let s = b.lnd.stats().await.unwrap();
+        if s.handshake_timeouts >= accepted && s.handshakes == 0 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "half-open connections left: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    h.linger(Instant::now() + Duration::from_secs(2)).await;
+    let res_after = rdma_resources(&vm.dev[1]);
+    println!(
+        "passive side: handshake_timeouts {} handshake_limit_rejects {} handshakes {} conns {} rejects_sent {:?}; \
+         the hostile side saw {} of its {accepted} half-open connections torn down; {} QPs, CM ids after {res_after:?}",
+        s.handshake_timeouts,
+        s.handshake_limit_rejects,
+        s.handshakes,
+        s.conns,
+        s.rejects_sent,
+        h.tally.torn_down,
+        vm.dev[1],
+    );
+    assert_eq!(s.handshake_timeouts, accepted);
+    assert_eq!(s.handshake_limit_rejects, no_resources as u64);
+    assert_eq!(s.rejects_sent.get(&2).copied(), Some(no_resources as u64));
+    assert_eq!(s.rejects_sent.get(&3).copied(), Some(1));
+    // Only the good peer's connection is left, with its QP and CM id.
+    assert_eq!(s.conns, 1);
+    if let (Some(before), Some(stalled), Some(after)) = (res_before, res_stalled, res_after) {
+        assert_eq!(
+            stalled.0,
+            before.0 + limit as u64,
+            "QPs of the half-open connections"
+        );
+        assert_eq!(after, (before.0 + 1, before.1 + 1), "QPs and CM ids left");
+    }
+
+    // 5. And the good peer goes on.
+    let mbps_after = timed_puts(&mut a, &mut b, 2001, PUTS).await;
+    println!(
+        "good peer, {PUTS} x 1 MiB PUT: {mbps_stalled:.1} MB/s with {limit} half-open handshakes held \
+         (includes its connect), {mbps_flood:.1} MB/s during the flood, {mbps_after:.1} MB/s after"
+    );
+    drop(h);
     a.lnd.stop().await;
     b.lnd.stop().await;
 }

@@ -21,6 +21,10 @@ pub const DEFAULT_BULK_BUFFERS: usize = 32;
 /// Default number of connections the NI can hold at once (receive buffers are set aside
 /// for each).
 pub const DEFAULT_MAX_CONNS: usize = 32;
+/// Default bound of incoming connections in handshake (accepted, not yet established) from
+/// one IP address. The kernel has no such bound; a well-behaved peer has one connection
+/// per NI (`conns_per_peer` 1) and rarely more than one in handshake at once.
+pub const DEFAULT_MAX_HANDSHAKES_PER_ADDR: usize = 4;
 /// Bytes of one bulk buffer: `LNET_MTU`.
 pub const BULK_BUFFER_BYTES: usize = 1 << 20;
 
@@ -58,6 +62,9 @@ pub struct O2ibLndConfig {
     pub bulk_buffers: usize,
     /// Connections the NI can hold at once.
     pub max_conns: usize,
+    /// Incoming connections in handshake (accepted, waiting for the requester's RTU) from
+    /// one IP address; a CONNREQ over it is rejected with `IBLND_REJECT_NO_RESOURCES`.
+    pub max_handshakes_per_addr: usize,
 }
 
 /// A configuration that cannot run.
@@ -76,7 +83,8 @@ pub enum ConfigError {
         /// The value.
         got: u16,
     },
-    /// A pool with no buffers, or too many connections for the wr_id encoding.
+    /// A pool with no buffers, too many connections for the wr_id encoding, or a zero
+    /// handshake bound.
     #[error("{what} must be in 1..={max}, got {got}")]
     PoolSize {
         /// Which pool.
@@ -107,6 +115,7 @@ impl O2ibLndConfig {
             ntx: DEFAULT_NTX,
             bulk_buffers: DEFAULT_BULK_BUFFERS,
             max_conns: DEFAULT_MAX_CONNS,
+            max_handshakes_per_addr: DEFAULT_MAX_HANDSHAKES_PER_ADDR,
         }
     }
 
@@ -127,7 +136,9 @@ impl O2ibLndConfig {
             .map(|a| SocketAddrV4::new(Ipv4Addr::from(a), self.peer_port))
     }
 
-    /// How long an active connect may take before it is aborted: `max(5 s, timeout/4)`.
+    /// How long a connection may stay in handshake before it is aborted: `max(5 s,
+    /// timeout/4)`. It bounds an active connect, and a passive one whose requester never
+    /// completes it (no RTU), before the IB CM's own REP retries would end it.
     pub fn connreq_timeout(&self) -> Duration {
         (self.timeout / 4).max(Duration::from_secs(5))
     }
@@ -156,6 +167,11 @@ impl O2ibLndConfig {
             ("ntx", self.ntx, 1 << 20),
             ("bulk_buffers", self.bulk_buffers, 1024),
             ("max_conns", self.max_conns, 1 << 16),
+            (
+                "max_handshakes_per_addr",
+                self.max_handshakes_per_addr,
+                1 << 16,
+            ),
         ] {
             if got == 0 || got > max {
                 return Err(ConfigError::PoolSize { what, got, max });
@@ -185,6 +201,16 @@ mod tests {
         assert_eq!(c.peer_addr("10.0.0.2@tcp".parse().unwrap()), None);
         let tcp = O2ibLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
         assert!(matches!(tcp.validate(), Err(ConfigError::NotO2ib { .. })));
+        assert_eq!(c.max_handshakes_per_addr, 4);
+        let mut unbounded = c.clone();
+        unbounded.max_handshakes_per_addr = 0;
+        assert!(matches!(
+            unbounded.validate(),
+            Err(ConfigError::PoolSize {
+                what: "max_handshakes_per_addr",
+                ..
+            })
+        ));
         let mut small = c.clone();
         small.peer_credits = 4;
         assert!(matches!(

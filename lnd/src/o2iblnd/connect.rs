@@ -27,7 +27,9 @@ pub struct LocalNi {
 }
 
 impl LocalNi {
-    fn rej(&self, version: Version, why: RejWhy) -> Rej {
+    /// The reject this NI sends for `why`, with its incarnation and the connection
+    /// parameters it accepts, as the kernel fills every reject of a passive connect.
+    pub fn rej(&self, version: Version, why: RejWhy) -> Rej {
         Rej {
             magic: Default::default(),
             version,

@@ -100,6 +100,7 @@ pub async fn connect_raw(
                     flow_control: 1,
                     retry_count: 5,
                     rnr_retry_count: 6,
+                    qp_num: 0,
                 };
                 id.connect(&p, private_data).map_err(v("rdma_connect"))?;
             }

@@ -3,6 +3,8 @@
 //! receive buffers of a connection, handing an established connection to the exchanges,
 //! and closing a connection.
 
+use std::net::Ipv4Addr;
+
 use super::*;
 
 impl<H: LndHandler> State<H> {
@@ -13,6 +15,7 @@ impl<H: LndHandler> State<H> {
             flow_control: 1,
             retry_count: self.cfg.retry_count,
             rnr_retry_count: self.cfg.rnr_retry_count,
+            qp_num: 0,
         }
     }
 
@@ -131,6 +134,7 @@ impl<H: LndHandler> State<H> {
             rx_block: block,
             parked_rx: Vec::new(),
             started: now,
+            addr: None,
             id,
         };
         self.by_cm.insert(conn.id.key(), c);
@@ -193,6 +197,24 @@ impl<H: LndHandler> State<H> {
         let Some(&c) = self.by_cm.get(&ev.id) else {
             return;
         };
+        let accepting = self
+            .conns
+            .get(&c)
+            .is_some_and(|conn| conn.state == ConnState::Accepting);
+        if accepting
+            && matches!(
+                ev.kind,
+                CmEventKind::Unreachable
+                    | CmEventKind::ConnectError
+                    | CmEventKind::Rejected
+                    | CmEventKind::Disconnected
+            )
+        {
+            if let Some((peer, addr)) = self.abort_accepting(c) {
+                tracing::info!(?addr, %peer, kind = ?ev.kind, status = ev.status, "o2iblnd: incoming connection failed before it was established");
+            }
+            return;
+        }
         match ev.kind {
             CmEventKind::Established => self.on_established(c, &ev.private_data).await,
             CmEventKind::Rejected => self.on_rejected(c, ev.status, &ev.private_data),
@@ -430,6 +452,7 @@ impl<H: LndHandler> State<H> {
     }
 
     pub(super) fn passive(&mut self, id: CmId, private_data: &[u8]) {
+        let addr = id.peer_addr().map(|a| *a.ip());
         let decision = {
             let peers = &self.peers;
             let conns = &self.conns;
@@ -456,7 +479,7 @@ impl<H: LndHandler> State<H> {
                 peer_stamp,
                 reason,
             } => {
-                tracing::info!(?peer, why = ?rej.why, ?reason, "o2iblnd: refusing connection");
+                tracing::info!(?addr, ?peer, why = ?rej.why, ?reason, "o2iblnd: refusing connection");
                 bump(&mut self.stats.rejects_sent, rej.why.to_u8());
                 let _ = id.reject(&rej.encode());
                 drop(id);
@@ -486,6 +509,13 @@ impl<H: LndHandler> State<H> {
                 params,
                 connack,
             } => {
+                if let Some(ip) = addr {
+                    let in_handshake = self.handshakes_from(ip);
+                    if in_handshake >= self.cfg.max_handshakes_per_addr {
+                        self.refuse_over_limit(&id, ip, peer, version, in_handshake);
+                        return;
+                    }
+                }
                 let bytes = match connack.encode() {
                     Ok(b) => b,
                     Err(_) => return,
@@ -493,20 +523,18 @@ impl<H: LndHandler> State<H> {
                 match self.build_conn(id, peer, ConnState::Accepting, version, params, peer_stamp) {
                     Ok(c) => {
                         let cm = self.cm_params();
-                        let res = self.conns.get(&c).map(|conn| conn.id.accept(&cm, &bytes));
+                        let res = self.conns.get_mut(&c).map(|conn| {
+                            conn.addr = addr;
+                            conn.id.accept(&cm, &bytes)
+                        });
                         if let Some(Err(e)) = res {
-                            tracing::warn!(%peer, error = %e, "o2iblnd: rdma_accept failed");
-                            self.abort_connecting(c, None);
+                            tracing::warn!(%peer, ?addr, error = %e, "o2iblnd: rdma_accept failed");
+                            self.abort_accepting(c);
                         }
                     }
                     Err((id, why)) => {
-                        tracing::warn!(%peer, %why, "o2iblnd: cannot accept");
-                        let rej = Rej {
-                            magic: Default::default(),
-                            version,
-                            why: RejWhy::NoResources,
-                            params: None,
-                        };
+                        tracing::warn!(%peer, ?addr, %why, "o2iblnd: cannot accept");
+                        let rej = self.me.rej(version, RejWhy::NoResources);
                         bump(&mut self.stats.rejects_sent, RejWhy::NoResources.to_u8());
                         if let Some(id) = id {
                             let _ = id.reject(&rej.encode());
@@ -514,6 +542,105 @@ impl<H: LndHandler> State<H> {
                     }
                 }
             }
+        }
+    }
+
+    /// Incoming connections from `ip` in handshake now.
+    pub(super) fn handshakes_from(&self, ip: Ipv4Addr) -> usize {
+        self.conns
+            .values()
+            .filter(|c| c.state == ConnState::Accepting && c.addr == Some(ip))
+            .count()
+    }
+
+    /// Rejects a CONNREQ from `ip`, which already has `in_handshake` connections in
+    /// handshake, with `IBLND_REJECT_NO_RESOURCES`: counted, and logged for the first
+    /// refusal of the address and every 100th after it.
+    fn refuse_over_limit(
+        &mut self,
+        id: &CmId,
+        ip: Ipv4Addr,
+        peer: Nid,
+        version: Version,
+        in_handshake: usize,
+    ) {
+        let rej = self.me.rej(version, RejWhy::NoResources);
+        bump(&mut self.stats.rejects_sent, RejWhy::NoResources.to_u8());
+        self.stats.handshake_limit_rejects += 1;
+        let refused = self.limit_refused.entry(ip).or_default();
+        *refused += 1;
+        if *refused % 100 == 1 {
+            tracing::warn!(
+                addr = %ip,
+                %peer,
+                in_handshake,
+                refused = *refused,
+                "o2iblnd: too many connections in handshake from this address, CONNREQ rejected (NO_RESOURCES)"
+            );
+        }
+        if let Err(e) = id.reject(&rej.encode()) {
+            tracing::debug!(addr = %ip, error = %e, "o2iblnd: rdma_reject failed");
+        }
+    }
+
+    /// Tears down an incoming connection that never came up: its QP, CM id and receive
+    /// buffers are freed. The NID its CONNREQ named is not told down and its queue is not
+    /// failed (any requester can name any NID); sends queued for that NID with no other
+    /// connection get one of their own, as when any connection closes. Returns the NID
+    /// and the address.
+    pub(super) fn abort_accepting(&mut self, c: u32) -> Option<(Nid, Option<Ipv4Addr>)> {
+        let conn = self.conns.remove(&c)?;
+        self.by_cm.remove(&conn.id.key());
+        self.rx_free.push(conn.rx_block);
+        let (peer, addr) = (conn.peer, conn.addr);
+        // Destroys the QP and the CM id: the device no longer touches the buffers.
+        drop(conn);
+        let mut reconnect = false;
+        if let Some(p) = self.peers.get_mut(&peer) {
+            p.conns.retain(|x| *x != c);
+            reconnect = p.conns.is_empty() && !p.connecting;
+        }
+        if reconnect && self.ex.has_waiting(peer) && !self.fatal {
+            self.start_connect(peer);
+        }
+        self.forget_idle_peer(peer);
+        if let Some(ip) = addr {
+            if self.handshakes_from(ip) == 0 {
+                self.limit_refused.remove(&ip);
+            }
+        }
+        Some((peer, addr))
+    }
+
+    /// An incoming connection still in handshake after the connect timeout: the requester
+    /// never sent its RTU. Torn down, counted and logged with the requester's address.
+    pub(super) fn handshake_timed_out(&mut self, c: u32) {
+        let started = self.conns.get(&c).map(|conn| conn.started);
+        if let Some((peer, addr)) = self.abort_accepting(c) {
+            self.stats.handshake_timeouts += 1;
+            let waited = started.map(|s| s.elapsed());
+            tracing::warn!(
+                addr = ?addr,
+                %peer,
+                conn = c,
+                ?waited,
+                "o2iblnd: incoming connection never completed its handshake, torn down"
+            );
+        }
+    }
+
+    /// Forgets a peer entry that holds nothing: no connection, no connect, no queued tx,
+    /// no known incarnation, no pending retry (what a refused or abandoned CONNREQ leaves).
+    fn forget_idle_peer(&mut self, peer: Nid) {
+        let idle = self.peers.get(&peer).is_some_and(|p| {
+            p.conns.is_empty()
+                && !p.connecting
+                && p.stamp.is_none()
+                && p.retry_at.is_none()
+                && p.races == 0
+        }) && !self.ex.has_waiting(peer);
+        if idle {
+            self.peers.remove(&peer);
         }
     }
 

@@ -148,6 +148,17 @@ pub struct O2ibStats {
     pub peak_credits_in_use: u16,
     /// Receive or send completions that failed on a live connection.
     pub wc_errors: u64,
+    /// Incoming connections torn down because the requester never completed the
+    /// handshake (no RTU, so no ESTABLISHED) within the connect timeout.
+    pub handshake_timeouts: u64,
+    /// CONNREQs rejected (`IBLND_REJECT_NO_RESOURCES`) because their address already had
+    /// `max_handshakes_per_addr` connections in handshake.
+    pub handshake_limit_rejects: u64,
+    /// Connections in handshake now (both directions), each holding a QP and receive
+    /// buffers.
+    pub handshakes: u64,
+    /// Connections of any state now (`max_conns` at most).
+    pub conns: u64,
 }
 
 /// What a live connection negotiated.
@@ -289,6 +300,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             ex,
             downs: Vec::new(),
             stats: O2ibStats::default(),
+            limit_refused: HashMap::new(),
             max_send_wr,
             fatal: false,
             parked: FuturesUnordered::new(),
@@ -381,6 +393,8 @@ struct Conn {
     /// Receives completed before the connection was established: (buffer, length).
     parked_rx: Vec<(usize, usize)>,
     started: Instant,
+    /// The requester's address, for a passive connection.
+    addr: Option<std::net::Ipv4Addr>,
 }
 
 struct Attempt {
@@ -429,6 +443,9 @@ struct State<H: LndHandler> {
     /// Peer-down reports, told once the actions queued before them are carried out.
     downs: Vec<PeerDown>,
     stats: O2ibStats,
+    /// CONNREQs refused by the per-address handshake bound, by address, while that
+    /// address has connections in handshake (for logging the first and every 100th).
+    limit_refused: HashMap<std::net::Ipv4Addr, u64>,
     max_send_wr: u32,
     fatal: bool,
     /// Headers the layer above is judging. The task goes on meanwhile: a receive that

@@ -118,6 +118,12 @@ impl<H: LndHandler> State<H> {
             tx_msgs: ex.tx_msgs.clone(),
             rdma_bytes: ex.rdma_bytes,
             peak_credits_in_use: ex.peak_credits_in_use,
+            handshakes: self
+                .conns
+                .values()
+                .filter(|c| c.state != ConnState::Established)
+                .count() as u64,
+            conns: self.conns.len() as u64,
             ..self.stats.clone()
         }
     }
@@ -151,8 +157,16 @@ impl<H: LndHandler> State<H> {
             .collect();
         expired.sort_unstable();
         for c in expired {
-            tracing::info!(conn = c, "o2iblnd: connect timed out");
-            self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
+            if self
+                .conns
+                .get(&c)
+                .is_some_and(|conn| conn.state == ConnState::Accepting)
+            {
+                self.handshake_timed_out(c);
+            } else {
+                tracing::info!(conn = c, "o2iblnd: connect timed out");
+                self.abort_connecting(c, Some(TxFailure::ConnectUnreachable));
+            }
         }
         let stale_attempts: Vec<usize> = self
             .attempts

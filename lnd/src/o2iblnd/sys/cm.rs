@@ -190,6 +190,9 @@ pub struct ConnectParams {
     pub retry_count: u8,
     /// `rnr_retry_count` (6).
     pub rnr_retry_count: u8,
+    /// The QP number a connect announces when the id has no QP of its own (0 otherwise:
+    /// the id's QP is announced).
+    pub qp_num: u32,
 }
 
 /// Sizes of a connection's QP.
@@ -286,6 +289,25 @@ impl CmId {
         check(unsafe { rdma_resolve_route(self.id, timeout_ms) })
     }
 
+    /// The remote address of the id: for an id from a connect request, the requester's
+    /// (librdmacm fills `route.addr` before it reports the request). `None` when it is
+    /// not an IPv4 address.
+    pub fn peer_addr(&self) -> Option<SocketAddrV4> {
+        // SAFETY: `id` is live; `dst_addr` is a sockaddr_storage inside it, read as the
+        // sockaddr_in it holds when its family is AF_INET (both are plain data).
+        unsafe {
+            let dst = ptr::addr_of!((*self.id).dst_addr);
+            if i32::from((*dst).ss_family) != libc::AF_INET {
+                return None;
+            }
+            let sin = dst.cast::<libc::sockaddr_in>().read_unaligned();
+            Some(SocketAddrV4::new(
+                u32::from_be(sin.sin_addr.s_addr).into(),
+                u16::from_be(sin.sin_port),
+            ))
+        }
+    }
+
     /// Whether the id is bound to an RDMA device (after bind or resolution).
     pub fn has_device(&self) -> bool {
         // SAFETY: `id` is live; reading its first field.
@@ -334,7 +356,7 @@ impl CmId {
             retry_count: p.retry_count,
             rnr_retry_count: p.rnr_retry_count,
             srq: 0,
-            qp_num: 0,
+            qp_num: p.qp_num,
         }
     }
 

@@ -38,13 +38,17 @@ struct RdmaEventChannel {
     fd: c_int,
 }
 
-/// The leading fields of `struct rdma_cm_id`; only these are read.
+/// The leading fields of `struct rdma_cm_id`; only these are read. After the four pointers
+/// comes `route.addr`, whose first two members are the source and destination addresses,
+/// each a union as large as `struct sockaddr_storage`.
 #[repr(C)]
 struct RdmaCmIdHead {
     verbs: *mut ffi::ibv_context,
     channel: *mut RdmaEventChannel,
     context: *mut c_void,
     qp: *mut ffi::ibv_qp,
+    src_addr: libc::sockaddr_storage,
+    dst_addr: libc::sockaddr_storage,
 }
 
 #[repr(C)]
