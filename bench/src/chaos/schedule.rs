@@ -3,8 +3,10 @@
 //! overlaps. Actions start 0.3 to 2.5 s apart whatever the failures earlier ones still
 //! hold: a router may be killed while another is down or has its link down, an API change
 //! may go to a killed router, and one kill in three follows an API change to its router
-//! within [`RACE_MS`], while its request may be under way. One failure at a time per
-//! router; the failure that would take the last router out is held briefly.
+//! within [`RACE_MS`], while its request may be under way; one failure in three that comes
+//! while another is held follows it within 0.1 to 0.6 s. One failure at a time per router
+//! (the next goes to a router that is not failed); the failure that takes the last router
+//! out is held 0.2 to 1.2 s.
 //!
 //! The generator keeps a model of what the schedule did so far (the remote nets each
 //! router has a route to, the fault rules each holds) so that a deletion always names
@@ -378,7 +380,8 @@ impl Schedule {
                 break;
             }
             let pause_ms = 300 + rng.below(2200);
-            let race_ms = rng.below(RACE_MS + 1);
+            // Most races within a few milliseconds, while the request is on its way.
+            let race_ms = rng.below(RACE_MS + 1) / (1 + rng.below(4));
             let router = usize::try_from(rng.below(ROUTERS as u64)).unwrap_or(0);
             let at_once = rng.below(3) == 0;
             let Some(p) = planned.get_mut(router) else {
@@ -401,34 +404,55 @@ impl Schedule {
                     };
                 }
             }
-            let held = held_at(&until, start);
-            let r = action.router();
-            if let Action::Kill { down_ms, .. } | Action::LinkFlap { down_ms, .. } = action {
-                let busy = held.killed.get(r).copied().unwrap_or(true)
-                    || held.link_down.get(r).copied().unwrap_or(true);
-                if busy {
-                    // One failure at a time per router: the API change to a failed
-                    // router instead (its health reset).
-                    races = false;
-                    action = Action::HealthReset {
-                        router: r,
-                        peers: down_ms % 2 == 0,
-                    };
-                } else if held.failed() + 1 >= ROUTERS {
-                    // The last router out: held briefly, so that traffic mostly flows.
-                    let short = 200 + down_ms % LAST_ROUTER_HOLD_MS;
-                    action = match action {
-                        Action::Kill { .. } => Action::Kill {
-                            router: r,
-                            down_ms: short,
-                        },
-                        _ => Action::LinkFlap {
-                            router: r,
-                            down_ms: short,
-                        },
-                    };
+            if let (true, Action::Kill { .. } | Action::LinkFlap { .. }, false) =
+                (at_once, action, races)
+            {
+                if held_at(&until, at).failed() > 0 {
+                    // One failure in three that comes while another is held follows it
+                    // closely: failures pile up.
+                    start = at.saturating_add(100 + pause_ms % 500);
                 }
             }
+            let held = held_at(&until, start);
+            if let Action::Kill { down_ms, .. } | Action::LinkFlap { down_ms, .. } = action {
+                // One failure at a time per router: a failed router's next one goes to the
+                // next router that is not failed; with every router failed, the API
+                // change to the failed router (its health reset) instead.
+                let free = (0..ROUTERS)
+                    .map(|k| (action.router() + k) % ROUTERS)
+                    .find(|q| {
+                        !held.killed.get(*q).copied().unwrap_or(true)
+                            && !held.link_down.get(*q).copied().unwrap_or(true)
+                    });
+                let last = held.failed() + 1 >= ROUTERS;
+                // The last router out: held briefly, so that traffic mostly flows.
+                let hold = if last {
+                    200 + down_ms % LAST_ROUTER_HOLD_MS
+                } else {
+                    down_ms
+                };
+                action = match (free, action) {
+                    (None, _) => {
+                        races = false;
+                        Action::HealthReset {
+                            router: action.router(),
+                            peers: down_ms % 2 == 0,
+                        }
+                    }
+                    (Some(q), Action::Kill { .. }) => Action::Kill {
+                        router: q,
+                        down_ms: hold,
+                    },
+                    (Some(q), _) => Action::LinkFlap {
+                        router: q,
+                        down_ms: hold,
+                    },
+                };
+                if action.router() != prev_router(&out, races) {
+                    races = false;
+                }
+            }
+            let r = action.router();
             let end = start.saturating_add(action.hold_ms());
             if steps.is_none() && end > budget {
                 break;
@@ -508,6 +532,14 @@ impl Schedule {
             }
         }
         o
+    }
+}
+
+/// The router a racing kill must hit: the previous step's (any router when not racing).
+fn prev_router(out: &[Step], races: bool) -> usize {
+    match (races, out.last()) {
+        (true, Some(p)) => p.action.router(),
+        _ => usize::MAX,
     }
 }
 
