@@ -2,9 +2,10 @@
 //! from the seed and the span alone, so that a seed replays the same list and the same
 //! overlaps. Actions start 0.3 to 2.5 s apart whatever the failures earlier ones still
 //! hold: a router may be killed while another is down or has its link down, an API change
-//! may go to a killed router, and one kill in three follows an API change to its router
-//! within [`RACE_MS`], while its request may be under way; one failure in three that comes
-//! while another is held follows it within 0.1 to 0.6 s. One failure at a time per router
+//! may go to a killed router, and one kill in three drawn right after an API change hits
+//! that change's router within [`RACE_MS`], while its request may be under way; one
+//! failure in three drawn while another is held starts 0.1 to 0.6 s after the previous
+//! action. One failure at a time per router
 //! (the next goes to a router that is not failed); the failure that takes the last router
 //! out is held 0.2 to 1.2 s.
 //!
