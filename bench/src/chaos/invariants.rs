@@ -9,7 +9,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::schedule::KINDS;
+use super::routers::ApiOutcome;
+use super::schedule::{Overlaps, KINDS};
 use super::traffic::TrafficCounts;
 
 /// The summary of a run.
@@ -25,8 +26,22 @@ pub struct Summary {
     pub elapsed_s: f64,
     /// Actions done, by kind ([`KINDS`]).
     pub actions: BTreeMap<String, u64>,
+    /// What the schedule overlaps (the same for every run of the seed).
+    pub overlaps: Overlaps,
     /// Router restarts (after a kill).
     pub restarts: u64,
+    /// API changes acknowledged.
+    pub api_acked: u64,
+    /// API changes with nothing to do (what they would change was not made before).
+    pub api_nothing: u64,
+    /// API changes refused at connect while their router was killed or down (not made).
+    pub api_not_sent: u64,
+    /// API changes whose answer was lost while their router was killed (unsure).
+    pub api_unsure: u64,
+    /// Unsure changes the router showed made at the next comparison.
+    pub unsure_made: u64,
+    /// Unsure changes the router showed not made.
+    pub unsure_not_made: u64,
     /// The traffic.
     pub traffic: TrafficCounts,
     /// PUTs B received (duplicates included).
@@ -70,6 +85,37 @@ impl Summary {
     pub fn count_action(&mut self, kind: usize) {
         if let Some(n) = KINDS.get(kind).and_then(|k| self.actions.get_mut(*k)) {
             *n += 1;
+        }
+    }
+
+    /// Counts an API change's outcome (an unexcused one is also an error, counted by the
+    /// caller).
+    pub fn count_api(&mut self, o: &ApiOutcome) {
+        match o {
+            ApiOutcome::Acked => self.api_acked += 1,
+            ApiOutcome::Nothing(_) => self.api_nothing += 1,
+            ApiOutcome::Unanswered {
+                sent: false,
+                excused: true,
+                ..
+            } => self.api_not_sent += 1,
+            ApiOutcome::Unanswered {
+                sent: true,
+                excused: true,
+                ..
+            } => self.api_unsure += 1,
+            ApiOutcome::Unanswered { .. } | ApiOutcome::Refused(_) => {}
+        }
+    }
+
+    /// Counts the unsure changes a comparison settled.
+    pub fn count_settled(&mut self, settled: &[(String, bool)]) {
+        for (_, made) in settled {
+            if *made {
+                self.unsure_made += 1;
+            } else {
+                self.unsure_not_made += 1;
+            }
         }
     }
 
@@ -140,6 +186,16 @@ impl Summary {
             self.elapsed_s,
             actions.join(", "),
             self.restarts
+        );
+        println!("chaos: the schedule overlaps: {}", self.overlaps);
+        println!(
+            "chaos: API changes acknowledged {}, nothing to do {}, not sent (router down) {}, answer lost (router killed) {}: made {}, not made {}",
+            self.api_acked,
+            self.api_nothing,
+            self.api_not_sent,
+            self.api_unsure,
+            self.unsure_made,
+            self.unsure_not_made
         );
         println!(
             "chaos: PUT sent {} ok {} failed {}; GET sent {} ok {} failed {}; refused {}, lost {}, hung {}, open {}; longest {:.2} s",

@@ -2,9 +2,12 @@
 //! through three `lnet-router run` processes while a seeded schedule kills and restarts
 //! routers (SIGKILL), sets a router's tcp1 link down and up, adds and deletes drop and
 //! delay fault rules, resets health and adds and deletes routes through the routers' REST
-//! API. At the end it checks the invariants ([`invariants`]): every transaction ended, no
-//! PUT delivered twice, payloads intact, every router's state equal to what its API
-//! acknowledged, no panic in any log.
+//! API. The actions overlap: each starts at its time in the schedule, in a task of its own,
+//! whatever earlier ones still hold (a router down, a link down, an API change under way).
+//! At the end it checks the invariants ([`invariants`]): every transaction ended, no PUT
+//! delivered twice, payloads intact, every router's state equal to what its API
+//! acknowledged (an answer lost to a kill settled by what the router shows), no panic in
+//! any log.
 //!
 //! The run works in a network namespace it creates ([`netns`]); without root it prints
 //! why and exits 0 with a "skipped" line. The schedule ([`schedule`]) depends on the seed
@@ -27,10 +30,11 @@ use std::time::Duration;
 
 use actors::Node;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use self::invariants::{panics_in, Summary};
-use self::routers::{ApiOutcome, Router, RouterSpec, ACCEPTOR_PORT};
+use self::routers::{ApiOutcome, Check, Router, RouterSpec, ACCEPTOR_PORT};
 use self::schedule::{Action, Schedule, ROUTERS};
 use self::traffic::{DriveSpec, Tally};
 use crate::topo::{add_route, nid_at, start_node, Host, NiSpec, NodeParams};
@@ -188,41 +192,47 @@ async fn start_ends(
 /// B's address (on the veth `chb`).
 const B_ADDR: Ipv4Addr = Ipv4Addr::new(10, 98, 0, 100);
 
-/// Does one action; what it did, for the printout.
-async fn act(
-    action: Action,
-    routers: &mut [Router],
-    summary: &mut Summary,
-) -> Result<String, BenchError> {
-    let name = format!("R{}", action.router() + 1);
-    let r = routers
-        .get_mut(action.router())
-        .ok_or_else(|| BenchError::Setup(format!("no router {name}")))?;
+/// What one action's task did.
+struct Done {
+    /// What it did, for the printout.
+    text: String,
+    /// A kill's restart and the comparison after it.
+    restart: Option<Check>,
+    /// An API change's outcome.
+    outcome: Option<ApiOutcome>,
+}
+
+/// Does one action (a task of its own: actions overlap).
+async fn act(action: Action, r: Arc<Router>) -> Result<Done, BenchError> {
     let outcome = match action {
         Action::Kill { down_ms, .. } => {
-            r.kill();
-            tokio::time::sleep(Duration::from_millis(down_ms)).await;
-            let t0 = Instant::now();
-            r.start().await?;
-            summary.restarts += 1;
-            summary.state_checks += 1;
-            let state = match r.state_mismatch().await {
-                None => "its state is the one acknowledged".to_owned(),
-                Some(m) => {
-                    summary.state_mismatches.push(format!("after restart: {m}"));
-                    format!("STATE MISMATCH: {m}")
-                }
-            };
-            return Ok(format!(
-                "restarted in {:.2} s; {state}",
-                t0.elapsed().as_secs_f64()
-            ));
+            let (took, check) = r.kill_and_restart(Duration::from_millis(down_ms)).await?;
+            let mut text = format!("restarted in {:.2} s; ", took.as_secs_f64());
+            for (what, made) in &check.settled {
+                text.push_str(&format!(
+                    "unsure {what}: {}; ",
+                    if *made { "made" } else { "not made" }
+                ));
+            }
+            match &check.mismatch {
+                None => text.push_str("its state is the one acknowledged"),
+                Some(m) => text.push_str(&format!("STATE MISMATCH: {m}")),
+            }
+            return Ok(Done {
+                text,
+                restart: Some(check),
+                outcome: None,
+            });
         }
         Action::LinkFlap { down_ms, .. } => {
             r.set_link(false)?;
             tokio::time::sleep(Duration::from_millis(down_ms)).await;
             r.set_link(true)?;
-            return Ok("link up again".to_owned());
+            return Ok(Done {
+                text: "link up again".to_owned(),
+                restart: None,
+                outcome: None,
+            });
         }
         Action::FaultAdd {
             side, fault, seed, ..
@@ -234,12 +244,46 @@ async fn act(
         } => r.add_route(net, hop, priority).await,
         Action::RouteDel { net, .. } => r.del_route(net).await,
     };
-    if let ApiOutcome::Refused(why) = &outcome {
-        summary
-            .api_refusals
-            .push(format!("{name}: {action}: {why}"));
+    Ok(Done {
+        text: outcome.to_string(),
+        restart: None,
+        outcome: Some(outcome),
+    })
+}
+
+/// Counts what an action's task did.
+fn tally_done(summary: &mut Summary, step: usize, action: Action, done: &Done) {
+    summary.count_action(action.kind());
+    if let Some(check) = &done.restart {
+        summary.restarts += 1;
+        summary.state_checks += 1;
+        summary.count_settled(&check.settled);
+        if let Some(m) = &check.mismatch {
+            summary
+                .state_mismatches
+                .push(format!("after the restart of step {step}: {m}"));
+        }
     }
-    Ok(outcome.to_string())
+    if let Some(o) = &done.outcome {
+        summary.count_api(o);
+        if o.is_error() {
+            summary.api_refusals.push(format!(
+                "step {step}: R{}: {action}: {o}",
+                action.router() + 1
+            ));
+        }
+    }
+}
+
+/// Routers whose process exited without being killed.
+fn dead(routers: &[Arc<Router>], summary: &mut Summary, when: &str) {
+    for r in routers {
+        if r.dead() {
+            summary
+                .dead_routers
+                .push(format!("{} ({when})", r.spec.name()));
+        }
+    }
 }
 
 /// Inside the namespace: the whole run, the routers' files in a temporary directory that
@@ -265,6 +309,7 @@ async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Sum
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // checked 0..=1440
     let span = Duration::from_millis((args.minutes * 60_000.0) as u64);
     let schedule = Schedule::generate(seed, span, args.steps);
+    let overlaps = schedule.overlaps();
     println!(
         "chaos: seed {seed}: {} actions over {} (replay: {})",
         schedule.steps.len(),
@@ -272,6 +317,7 @@ async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Sum
             .map_or_else(|| format!("{} min", args.minutes), |n| format!("{n} steps")),
         args.replay(seed)
     );
+    println!("chaos: seed {seed}: the schedule overlaps: {overlaps}");
     let specs = (0..ROUTERS)
         .map(RouterSpec::new)
         .collect::<Result<Vec<_>, _>>()?;
@@ -287,9 +333,9 @@ async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Sum
     netns::set_up(&veths)?;
     let mut routers = Vec::new();
     for s in &specs {
-        let mut r = Router::prepare(s.clone(), &args.router_bin, dir)?;
+        let r = Router::prepare(s.clone(), &args.router_bin, dir)?;
         r.start().await?;
-        routers.push(r);
+        routers.push(Arc::new(r));
     }
     let (a_host, b_host) = (Host::new("a"), Host::new("b"));
     let ends = start_ends(&a_host, &b_host, &specs).await?;
@@ -329,33 +375,69 @@ async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Sum
             .await?
     };
     let mut summary = Summary::new(seed, args.minutes, args.steps);
+    summary.overlaps = overlaps;
     let total = schedule.steps.len();
-    for (i, step) in schedule.steps.iter().enumerate() {
-        tokio::time::sleep(Duration::from_millis(step.pause_ms)).await;
+    let t_sched = Instant::now();
+    let mut tasks: JoinSet<(usize, Action, Result<Done, BenchError>)> = JoinSet::new();
+    let finished = |summary: &mut Summary,
+                    (i, action, done): (usize, Action, Result<Done, BenchError>)|
+     -> Result<(), BenchError> {
+        let done = done?;
         let at = t_start.elapsed().as_secs_f64();
-        println!("chaos: [{at:7.1} s] {}/{total}: {}", i + 1, step.action);
-        let done = act(step.action, &mut routers, &mut summary).await?;
-        summary.count_action(step.action.kind());
-        println!("chaos:            -> {done}");
-        for r in &mut routers {
-            if !r.alive() {
-                summary
-                    .dead_routers
-                    .push(format!("{} (after step {})", r.spec.name(), i + 1));
+        println!("chaos: [{at:7.1} s] {}/{total} -> {}", i + 1, done.text);
+        tally_done(summary, i + 1, action, &done);
+        Ok(())
+    };
+    'steps: for (i, step) in schedule.steps.iter().enumerate() {
+        let due = t_sched + Duration::from_millis(step.at_ms);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => break,
+                Some(j) = tasks.join_next(), if !tasks.is_empty() => {
+                    let j = j.map_err(|e| BenchError::Setup(format!("an action's task: {e}")))?;
+                    let n = j.0 + 1;
+                    finished(&mut summary, j)?;
+                    dead(&routers, &mut summary, &format!("after step {n}"));
+                    if !summary.dead_routers.is_empty() {
+                        break 'steps;
+                    }
+                }
             }
         }
-        if !summary.dead_routers.is_empty() {
-            break;
-        }
+        let at = t_start.elapsed().as_secs_f64();
+        println!(
+            "chaos: [{at:7.1} s] {}/{total} (at {:.1} s; {}): {}{}",
+            i + 1,
+            step.at_ms as f64 / 1000.0,
+            step.held,
+            step.action,
+            if step.races {
+                " (racing the API change)"
+            } else {
+                ""
+            }
+        );
+        let (action, r) = (step.action, routers.get(step.action.router()).cloned());
+        let r = r.ok_or_else(|| BenchError::Setup(format!("no router for {action}")))?;
+        tasks.spawn(async move { (i, action, act(action, r).await) });
     }
-    // The repair: every fault rule removed (links are up after each flap).
-    for r in &mut routers {
-        while r.fault_rules() > 0 {
+    while let Some(j) = tasks.join_next().await {
+        let j = j.map_err(|e| BenchError::Setup(format!("an action's task: {e}")))?;
+        finished(&mut summary, j)?;
+    }
+    if summary.dead_routers.is_empty() {
+        dead(&routers, &mut summary, "after the schedule");
+    }
+    // The repair: every fault rule removed (links are up after each flap, routers
+    // restarted after each kill).
+    for r in &routers {
+        while r.fault_rules().await > 0 {
             let name = r.spec.name();
-            if let ApiOutcome::Refused(why) = r.del_oldest_fault_rule().await {
-                summary
-                    .api_refusals
-                    .push(format!("{name}: removing a fault rule at the end: {why}"));
+            let outcome = r.del_oldest_fault_rule().await;
+            if outcome != ApiOutcome::Acked {
+                summary.api_refusals.push(format!(
+                    "{name}: removing a fault rule at the end: {outcome}"
+                ));
                 break;
             }
         }
@@ -374,18 +456,25 @@ async fn run_in(args: ChaosArgs, seed: u64, dir: &std::path::Path) -> Result<Sum
         .map(|_| t_repair.elapsed().as_secs_f64());
     // The last deliveries reach B's MD.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    for r in &mut routers {
+    for r in &routers {
         summary.state_checks += 1;
-        if let Some(m) = r.state_mismatch().await {
+        let check = r.check().await;
+        summary.count_settled(&check.settled);
+        for (what, made) in &check.settled {
+            println!(
+                "chaos: {}: unsure {what}: {}",
+                r.spec.name(),
+                if *made { "made" } else { "not made" }
+            );
+        }
+        if let Some(m) = check.mismatch {
             summary.state_mismatches.push(format!("at the end: {m}"));
         }
-        if !r.alive() && summary.dead_routers.is_empty() {
-            summary
-                .dead_routers
-                .push(format!("{} (at the end)", r.spec.name()));
-        }
     }
-    for mut r in routers {
+    if summary.dead_routers.is_empty() {
+        dead(&routers, &mut summary, "at the end");
+    }
+    for r in &routers {
         r.kill();
         summary.panics.extend(panics_in(&r.log, &r.spec.name()));
     }

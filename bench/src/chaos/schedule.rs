@@ -1,5 +1,13 @@
-//! The chaos schedule: a list of actions on the routers, each after a pause, derived from
-//! the seed and the span alone, so that a seed replays the same list.
+//! The chaos schedule: a list of actions on the routers, each with its start time, derived
+//! from the seed and the span alone, so that a seed replays the same list and the same
+//! overlaps. Actions start 0.3 to 2.5 s apart whatever the failures earlier ones still
+//! hold: a router may be killed while another is down or has its link down, an API change
+//! may go to a killed router, and one kill in three drawn right after an API change hits
+//! that change's router within [`RACE_MS`], while its request may be under way; one
+//! failure in three drawn while another is held starts 0.1 to 0.6 s after the previous
+//! action. One failure at a time per router
+//! (the next goes to a router that is not failed); the failure that takes the last router
+//! out is held 0.2 to 1.2 s.
 //!
 //! The generator keeps a model of what the schedule did so far (the remote nets each
 //! router has a route to, the fault rules each holds) so that a deletion always names
@@ -9,6 +17,8 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
+
+use serde::Serialize;
 
 use crate::soak::traffic::Rng;
 
@@ -174,9 +184,14 @@ impl Action {
         }
     }
 
+    /// Whether it is a change through the router's API.
+    pub fn is_api_change(self) -> bool {
+        !matches!(self, Action::Kill { .. } | Action::LinkFlap { .. })
+    }
+
     /// How long the action holds a failure, by the schedule (not counting the time a
     /// restart takes).
-    fn hold_ms(self) -> u64 {
+    pub fn hold_ms(self) -> u64 {
         match self {
             Action::Kill { down_ms, .. } | Action::LinkFlap { down_ms, .. } => down_ms,
             _ => 0,
@@ -225,13 +240,93 @@ impl fmt::Display for Action {
     }
 }
 
-/// One step: a pause, then an action.
+/// One step: an action and when it starts. Steps start at their time whether or not the
+/// failures earlier steps hold are over: a kill, a link flap and API changes may be under
+/// way at once, on one router or several.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
-    /// Milliseconds to wait before the action.
-    pub pause_ms: u64,
+    /// Milliseconds from the start of the schedule to the action.
+    pub at_ms: u64,
     /// The action.
     pub action: Action,
+    /// The failures held when it starts (by the schedule; the routers' own restart times
+    /// are not replayed).
+    pub held: Held,
+    /// A kill started [`RACE_MS`] or less after an API change to the same router: it may
+    /// cut that change's request short.
+    pub races: bool,
+}
+
+/// Which routers a step finds failed when it starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Killed (from the kill until [`RESTART_ALLOWANCE_MS`] after the restart is due).
+    pub killed: [bool; ROUTERS],
+    /// With their tcp1 link down.
+    pub link_down: [bool; ROUTERS],
+}
+
+impl Held {
+    /// How many routers are failed (killed or with their link down).
+    pub fn failed(&self) -> usize {
+        self.killed
+            .iter()
+            .zip(self.link_down.iter())
+            .filter(|(k, l)| **k || **l)
+            .count()
+    }
+}
+
+impl fmt::Display for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        for (i, (k, l)) in self.killed.iter().zip(self.link_down.iter()).enumerate() {
+            if *k {
+                parts.push(format!("R{} down", i + 1));
+            }
+            if *l {
+                parts.push(format!("R{} link down", i + 1));
+            }
+        }
+        if parts.is_empty() {
+            write!(f, "nothing held")
+        } else {
+            write!(f, "{}", parts.join(", "))
+        }
+    }
+}
+
+/// The time a killed router is counted down past its restart (for its restart and for
+/// the end nodes' router checks to see it again): the schedule starts no other failure on
+/// it before then.
+pub const RESTART_ALLOWANCE_MS: u64 = 1000;
+
+/// A kill that races an API change starts at most this many milliseconds after it.
+pub const RACE_MS: u64 = 40;
+
+/// The failure that takes the last router out is held 200 ms to this many more.
+const LAST_ROUTER_HOLD_MS: u64 = 1000;
+
+/// What the schedule of a seed overlaps, counted from its steps alone (the same for every
+/// run of the seed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Overlaps {
+    /// Kills started while another router was killed.
+    pub kill_while_killed: u64,
+    /// Kills started while another router's link was down.
+    pub kill_while_link_down: u64,
+    /// Link flaps started while another router was killed.
+    pub flap_while_killed: u64,
+    /// Link flaps started while another router's link was down.
+    pub flap_while_link_down: u64,
+    /// API changes started while their router was killed (and not yet restarted).
+    pub api_to_killed: u64,
+    /// Kills started [`RACE_MS`] or less after an API change to the same router.
+    pub kill_racing_api: u64,
+    /// Times every router was failed at once.
+    pub all_failed: u64,
+    /// Milliseconds every router was failed at once, in all.
+    pub all_failed_ms: u64,
 }
 
 /// What the generator knows of each router.
@@ -241,57 +336,236 @@ struct Planned {
     fault_rules: usize,
 }
 
+impl fmt::Display for Overlaps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "kills while another router is down {}, while another's link is down {}; link \
+             flaps while another router is down {}, while another's link is down {}; API \
+             changes to a killed router {}, kills racing an API change {}; every router \
+             down {} times, {:.1} s in all",
+            self.kill_while_killed,
+            self.kill_while_link_down,
+            self.flap_while_killed,
+            self.flap_while_link_down,
+            self.api_to_killed,
+            self.kill_racing_api,
+            self.all_failed,
+            self.all_failed_ms as f64 / 1000.0
+        )
+    }
+}
+
 /// The schedule of a seed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
     /// The seed.
     pub seed: u64,
-    /// The steps, in order.
+    /// The steps, in the order they start.
     pub steps: Vec<Step>,
 }
 
 impl Schedule {
-    /// The steps of `seed` whose pauses and held failures add up to at most `span`, or
-    /// (with `steps`) exactly that many steps.
+    /// The steps of `seed` whose held failures end within `span` (the last one's end at
+    /// most `span` after the first start), or (with `steps`) exactly that many steps.
     pub fn generate(seed: u64, span: Duration, steps: Option<u64>) -> Schedule {
         let mut rng = Rng::new(seed);
         let mut planned: Vec<Planned> = vec![Planned::default(); ROUTERS];
         let budget = u64::try_from(span.as_millis()).unwrap_or(u64::MAX);
-        let mut used = 0u64;
-        let mut out = Vec::new();
+        // Per router: the kill and the link flap held, as (kind, until).
+        let mut until = [(Failure::Killed, 0u64); ROUTERS];
+        let mut at = 0u64;
+        let mut out: Vec<Step> = Vec::new();
         loop {
             if steps.is_some_and(|n| u64::try_from(out.len()).unwrap_or(u64::MAX) >= n) {
                 break;
             }
-            let mut pause_ms = 300 + rng.below(2200);
+            let pause_ms = 300 + rng.below(2200);
+            // Most races within a few milliseconds, while the request is on its way.
+            let race_ms = rng.below(RACE_MS + 1) / (1 + rng.below(4));
             let router = usize::try_from(rng.below(ROUTERS as u64)).unwrap_or(0);
             let at_once = rng.below(3) == 0;
             let Some(p) = planned.get_mut(router) else {
                 break;
             };
             let mut action = draw(&mut rng, router, p);
-            if let (true, Action::Kill { down_ms, .. }, Some(prev)) = (
-                at_once,
-                action,
-                out.last().map(|s: &Step| s.action.router()),
-            ) {
-                // One kill in three hits the router of the previous action right after
-                // it (an API change, perhaps): what it acknowledged must survive.
-                pause_ms = 0;
-                action = Action::Kill {
-                    router: prev,
-                    down_ms,
-                };
+            let mut start = at.saturating_add(pause_ms);
+            let mut races = false;
+            if let (true, Action::Kill { down_ms, .. }, Some(prev)) = (at_once, action, out.last())
+            {
+                if prev.action.is_api_change() {
+                    // One kill in three hits the router of the previous action, an API
+                    // change, while its request may be under way: what it acknowledged
+                    // must survive, what it did not must not appear.
+                    start = prev.at_ms.saturating_add(race_ms);
+                    races = true;
+                    action = Action::Kill {
+                        router: prev.action.router(),
+                        down_ms,
+                    };
+                }
             }
-            let cost = pause_ms.saturating_add(action.hold_ms());
-            if steps.is_none() && used.saturating_add(cost) > budget {
+            if let (true, Action::Kill { .. } | Action::LinkFlap { .. }, false) =
+                (at_once, action, races)
+            {
+                if held_at(&until, at).failed() > 0 {
+                    // One failure in three that comes while another is held follows it
+                    // closely: failures pile up.
+                    start = at.saturating_add(100 + pause_ms % 500);
+                }
+            }
+            let held = held_at(&until, start);
+            if let Action::Kill { down_ms, .. } | Action::LinkFlap { down_ms, .. } = action {
+                // One failure at a time per router: a failed router's next one goes to the
+                // next router that is not failed; with every router failed, the API
+                // change to the failed router (its health reset) instead.
+                let free = (0..ROUTERS)
+                    .map(|k| (action.router() + k) % ROUTERS)
+                    .find(|q| {
+                        !held.killed.get(*q).copied().unwrap_or(true)
+                            && !held.link_down.get(*q).copied().unwrap_or(true)
+                    });
+                let last = held.failed() + 1 >= ROUTERS;
+                // The last router out: held briefly, so that traffic mostly flows.
+                let hold = if last {
+                    200 + down_ms % LAST_ROUTER_HOLD_MS
+                } else {
+                    down_ms
+                };
+                action = match (free, action) {
+                    (None, _) => {
+                        races = false;
+                        Action::HealthReset {
+                            router: action.router(),
+                            peers: down_ms % 2 == 0,
+                        }
+                    }
+                    (Some(q), Action::Kill { .. }) => Action::Kill {
+                        router: q,
+                        down_ms: hold,
+                    },
+                    (Some(q), _) => Action::LinkFlap {
+                        router: q,
+                        down_ms: hold,
+                    },
+                };
+                if action.router() != prev_router(&out, races) {
+                    races = false;
+                }
+            }
+            let r = action.router();
+            let end = start.saturating_add(action.hold_ms());
+            if steps.is_none() && end > budget {
                 break;
             }
-            used = used.saturating_add(cost);
-            out.push(Step { pause_ms, action });
+            match action {
+                Action::Kill { down_ms, .. } => {
+                    if let Some(u) = until.get_mut(r) {
+                        *u = (
+                            Failure::Killed,
+                            start.saturating_add(down_ms + RESTART_ALLOWANCE_MS),
+                        );
+                    }
+                }
+                Action::LinkFlap { down_ms, .. } => {
+                    if let Some(u) = until.get_mut(r) {
+                        *u = (Failure::LinkDown, start.saturating_add(down_ms));
+                    }
+                }
+                _ => {}
+            }
+            at = at.max(start);
+            out.push(Step {
+                at_ms: start,
+                action,
+                held,
+                races,
+            });
         }
         Schedule { seed, steps: out }
     }
+
+    /// What the schedule overlaps.
+    pub fn overlaps(&self) -> Overlaps {
+        let mut o = Overlaps::default();
+        // (time, +1 or -1): the failures' starts and ends, for the times all are failed.
+        let mut edges: Vec<(u64, i64)> = Vec::new();
+        for s in &self.steps {
+            let r = s.action.router();
+            let others_killed = s.held.killed.iter().enumerate().any(|(i, k)| *k && i != r);
+            let others_link = s
+                .held
+                .link_down
+                .iter()
+                .enumerate()
+                .any(|(i, l)| *l && i != r);
+            match s.action {
+                Action::Kill { down_ms, .. } => {
+                    o.kill_while_killed += u64::from(others_killed);
+                    o.kill_while_link_down += u64::from(others_link);
+                    o.kill_racing_api += u64::from(s.races);
+                    edges.push((s.at_ms, 1));
+                    edges.push((s.at_ms + down_ms + RESTART_ALLOWANCE_MS, -1));
+                }
+                Action::LinkFlap { down_ms, .. } => {
+                    o.flap_while_killed += u64::from(others_killed);
+                    o.flap_while_link_down += u64::from(others_link);
+                    edges.push((s.at_ms, 1));
+                    edges.push((s.at_ms + down_ms, -1));
+                }
+                a if a.is_api_change() => {
+                    o.api_to_killed += u64::from(s.held.killed.get(r).copied().unwrap_or(false));
+                }
+                _ => {}
+            }
+        }
+        // Ends before starts at the same time: touching failures do not overlap.
+        edges.sort_unstable();
+        let (mut failed, mut since) = (0i64, 0u64);
+        for (t, d) in edges {
+            let before = failed;
+            failed += d;
+            if before < ROUTERS as i64 && failed >= ROUTERS as i64 {
+                o.all_failed += 1;
+                since = t;
+            } else if before >= ROUTERS as i64 && failed < ROUTERS as i64 {
+                o.all_failed_ms += t - since;
+            }
+        }
+        o
+    }
+}
+
+/// The router a racing kill must hit: the previous step's (any router when not racing).
+fn prev_router(out: &[Step], races: bool) -> usize {
+    match (races, out.last()) {
+        (true, Some(p)) => p.action.router(),
+        _ => usize::MAX,
+    }
+}
+
+/// What holds a router failed in the generator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    Killed,
+    LinkDown,
+}
+
+/// The failures held at `t`, from each router's last one and its end.
+fn held_at(until: &[(Failure, u64); ROUTERS], t: u64) -> Held {
+    let mut h = Held::default();
+    for (i, (kind, end)) in until.iter().enumerate() {
+        if *end > t {
+            let slot = match kind {
+                Failure::Killed => h.killed.get_mut(i),
+                Failure::LinkDown => h.link_down.get_mut(i),
+            };
+            if let Some(s) = slot {
+                *s = true;
+            }
+        }
+    }
+    h
 }
 
 /// One of `choices`, evenly.
@@ -390,14 +664,15 @@ mod tests {
     }
 
     #[test]
-    fn the_span_bounds_the_pauses_and_held_failures() {
+    fn the_span_bounds_the_held_failures_and_steps_start_in_order() {
         let s = Schedule::generate(7, Duration::from_secs(60), None);
-        let total: u64 = s
-            .steps
-            .iter()
-            .map(|s| s.pause_ms + s.action.hold_ms())
-            .sum();
-        assert!(total <= 60_000 && !s.steps.is_empty(), "{total}");
+        assert!(!s.steps.is_empty());
+        for w in s.steps.windows(2) {
+            assert!(w[0].at_ms <= w[1].at_ms, "{w:?}");
+        }
+        for step in &s.steps {
+            assert!(step.at_ms + step.action.hold_ms() <= 60_000, "{step:?}");
+        }
         assert_eq!(
             Schedule::generate(7, Duration::ZERO, Some(25)).steps.len(),
             25
@@ -405,18 +680,52 @@ mod tests {
     }
 
     #[test]
-    fn some_kills_hit_the_previous_actions_router_at_once() {
+    fn failures_overlap_across_routers_but_not_on_one() {
+        let s = Schedule::generate(3, Duration::from_secs(3600), None);
+        let o = s.overlaps();
+        assert_eq!(
+            o,
+            Schedule::generate(3, Duration::from_secs(3600), None).overlaps()
+        );
+        assert!(o.kill_while_killed > 0, "{o:?}");
+        assert!(
+            o.kill_while_link_down > 0 && o.flap_while_killed > 0,
+            "{o:?}"
+        );
+        assert!(o.api_to_killed > 0, "{o:?}");
+        assert!(o.all_failed > 0, "{o:?}");
+        // Rare: every router failed at once for a few percent of the time at most.
+        assert!(o.all_failed_ms * 20 < 3_600_000, "{o:?}");
+        for step in &s.steps {
+            let r = step.action.router();
+            if matches!(step.action, Action::Kill { .. } | Action::LinkFlap { .. }) {
+                assert!(!step.held.killed[r] && !step.held.link_down[r], "{step:?}");
+                if step.held.failed() == ROUTERS - 1 {
+                    assert!(
+                        step.action.hold_ms() < 200 + LAST_ROUTER_HOLD_MS,
+                        "{step:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn some_kills_race_an_api_change_to_their_router() {
         let s = Schedule::generate(5, Duration::from_secs(3600), None);
-        let at_once: Vec<(Step, Step)> = s
+        let racing: Vec<(Step, Step)> = s
             .steps
             .windows(2)
-            .filter(|w| w[1].pause_ms == 0)
+            .filter(|w| w[1].races)
             .map(|w| (w[0], w[1]))
             .collect();
-        assert!(!at_once.is_empty());
-        for (prev, kill) in at_once {
+        assert!(!racing.is_empty());
+        assert_eq!(racing.len() as u64, s.overlaps().kill_racing_api);
+        for (prev, kill) in racing {
             assert!(matches!(kill.action, Action::Kill { .. }), "{kill:?}");
+            assert!(prev.action.is_api_change(), "{prev:?}");
             assert_eq!(kill.action.router(), prev.action.router());
+            assert!(kill.at_ms - prev.at_ms <= RACE_MS);
         }
     }
 
