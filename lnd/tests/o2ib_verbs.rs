@@ -232,6 +232,25 @@ fn put(src: Nid, dst: Nid, payload: &[u8], seq: u64) -> Header {
     }
 }
 
+/// Sends a PUT from `an` to `bn` for each numbered payload, in order.
+async fn send_puts(
+    lnd: &O2ibLnd<Handler>,
+    an: Nid,
+    bn: Nid,
+    payloads: impl IntoIterator<Item = (u64, Bytes)>,
+) {
+    for (seq, p) in payloads {
+        lnd.send(TxRequest {
+            id: TxId(seq),
+            peer: bn,
+            header: put(an, bn, &p, seq),
+            payload: p,
+        })
+        .await
+        .unwrap();
+    }
+}
+
 fn seq_of(h: &Header) -> u64 {
     match h.msg {
         Message::Put { match_bits, .. } => match_bits,
@@ -607,22 +626,8 @@ async fn put_throughput_1mib() {
     let payloads: Vec<Bytes> = (1..=n).map(|i| pattern(1 << 20, i)).collect();
     let t0 = Instant::now();
     let (an, bn) = (a.nid(), b.nid());
-    let sender = {
-        let lnd = &a.lnd;
-        async move {
-            for (i, p) in payloads.into_iter().enumerate() {
-                let seq = i as u64 + 1;
-                lnd.send(TxRequest {
-                    id: TxId(seq),
-                    peer: bn,
-                    header: put(an, bn, &p, seq),
-                    payload: p,
-                })
-                .await
-                .unwrap();
-            }
-        }
-    };
+    let numbered = payloads.into_iter().enumerate();
+    let sender = send_puts(&a.lnd, an, bn, numbered.map(|(i, p)| (i as u64 + 1, p)));
     let receiver = async {
         for _ in 0..n {
             let m = b.message().await;
@@ -941,21 +946,7 @@ async fn timed_puts(a: &mut Node, b: &mut Node, first: u64, n: u64) -> f64 {
         .map(|seq| (seq, pattern(1 << 20, seq)))
         .collect();
     let t0 = Instant::now();
-    let sender = {
-        let lnd = &a.lnd;
-        async move {
-            for (seq, p) in payloads {
-                lnd.send(TxRequest {
-                    id: TxId(seq),
-                    peer: bn,
-                    header: put(an, bn, &p, seq),
-                    payload: p,
-                })
-                .await
-                .unwrap();
-            }
-        }
-    };
+    let sender = send_puts(&a.lnd, an, bn, payloads);
     let receiver = async {
         let mut got = Vec::new();
         for _ in 0..n {
