@@ -1099,3 +1099,60 @@ async fn a_nets_peer_credits_tunables_are_its_peer_nis_tx_and_router_buffer_cred
     .await
     .unwrap();
 }
+
+/// Router R (tcp, tcp1, discovery off) between A (tcp) and B, which has NIs `B` and
+/// `10.0.1.11@tcp1` on tcp1. R is told A and B are Multi-Rail peers, and B's first NI is
+/// below full health: the PUTs A sends to that NI go to B's other NI from the first one
+/// on, each forwarded by the fast path. Once R deletes B, a PUT for B's first NI goes to
+/// that NI.
+#[actix::test]
+async fn a_multi_rail_peer_added_at_run_time_is_forwarded_to_by_the_fast_path() {
+    const B2: &str = "10.0.1.11@tcp1";
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let mut quiet = config(true, None);
+        quiet.tunables.set(TunableName::Discovery, 0).unwrap();
+        let r = start(&fabric, quiet, &[R1A, R1B]).await;
+        let a = start(&fabric, config(false, None), &[A]).await;
+        let b = start(&fabric, config(false, None), &[B, B2]).await;
+        a.add_route(route("tcp1", R1A)).await.unwrap();
+        b.add_route(route("tcp", R1B)).await.unwrap();
+        let mut md_rx = b.attach(MdSpec { depth: 64, ..md() }).await.unwrap();
+        // R hears from A and B (router checker pings) and knows each as a peer of one NI.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        r.set_peer_ni_health(nid(B), lnet::health::HealthValue::ZERO)
+            .await
+            .unwrap();
+
+        r.add_peer(nid(A), vec![nid(A)], true).await.unwrap();
+        r.add_peer(nid(B), vec![nid(B), nid(B2)], true)
+            .await
+            .unwrap();
+        let before = r.forwarding();
+        for i in 0..5u8 {
+            let got = a.put(put_of(B, 100, i)).await.unwrap().finish().await;
+            assert!(got.iter().all(|e| e.status.is_ok()), "PUT {i}: {got:?}");
+            let rx = md_rx.recv().await.unwrap();
+            assert_eq!(
+                (rx.ni, rx.header.dest_nid),
+                (nid(B2), nid(B2)),
+                "PUT {i} went to B's healthy NI, named in the header"
+            );
+        }
+        let after = r.forwarding();
+        assert_eq!(
+            (after.fast - before.fast, after.by_actor - before.by_actor),
+            (10, 0),
+            "five PUTs and their ACKs forwarded by the fast path: {before:?} -> {after:?}"
+        );
+
+        r.del_peer(nid(B), Vec::new()).await.unwrap();
+        let got = a.put(put_of(B, 100, 9)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        let rx = md_rx.recv().await.unwrap();
+        assert_eq!((rx.ni, rx.header.dest_nid), (nid(B), nid(B)));
+    })
+    .await
+    .unwrap();
+}

@@ -24,7 +24,7 @@ use crate::selection::{
 use crate::udsp::UdspPolicy;
 use crate::{MsgType, Net, Nid};
 
-use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// A local NI as the forward decision sees it.
@@ -82,8 +82,6 @@ pub struct ForwardTable {
     pub nis: Vec<ForwardNi>,
     /// The routes.
     pub routes: Vec<ForwardRoute>,
-    /// The Multi-Rail peers of this node, by each of their NIDs.
-    pub mr_peers: HashMap<Nid, Arc<MrPeer>>,
     /// The UDSP rules.
     pub udsp: UdspPolicy,
     /// `numa_range`.
@@ -129,22 +127,24 @@ impl NextHop {
     }
 }
 
-/// The peer NIs a message of type `msg_type` for `dest` may go to on its final hop: the
-/// one addressed, or, where Multi-Rail forwarding allows it, every peer NI of the
-/// destination on a local net that its peer does not give DOWN (see the module
-/// documentation). `addressed` is the health of the addressed peer NI; `ends` the
-/// originator's and the destination's peers when they are Multi-Rail peers of this
-/// node; `local(net)` whether this node has an NI on `net`.
-pub fn final_hop_nids(
-    dest: Nid,
+/// The peer NIs a message of type `msg_type` from `src` for `dest` may go to on its
+/// final hop: the one addressed, or, where Multi-Rail forwarding allows it, every peer NI
+/// of the destination on a local net that its peer does not give DOWN (see the module
+/// documentation). `addressed` is the health of the addressed peer NI; `mr(nid)` the
+/// Multi-Rail peer of this node that has NID `nid`, asked only as far as the answer
+/// matters; `local(net)` whether this node has an NI on `net`.
+pub fn final_hop_nids<P: Deref<Target = MrPeer>>(
+    (src, dest): (Nid, Nid),
     msg_type: MsgType,
     addressed: HealthValue,
-    ends: (Option<&MrPeer>, Option<&MrPeer>),
+    mr: impl Fn(&Nid) -> Option<P>,
     local: impl Fn(Net) -> bool,
 ) -> Vec<Nid> {
     let only = vec![dest];
-    let response = matches!(msg_type, MsgType::Ack | MsgType::Reply);
-    let (Some(_), Some(peer)) = ends else {
+    if matches!(msg_type, MsgType::Ack | MsgType::Reply) {
+        return only;
+    }
+    let Some(peer) = mr(&dest) else {
         return only;
     };
     let addressed_up = peer
@@ -152,7 +152,7 @@ pub fn final_hop_nids(
         .iter()
         .find(|(n, _)| *n == dest)
         .is_none_or(|(_, up)| *up);
-    if response || (addressed_up && addressed.is_max()) {
+    if (addressed_up && addressed.is_max()) || mr(&src).is_none() {
         return only;
     }
     let nids: Vec<Nid> = peer
@@ -205,10 +205,13 @@ impl ForwardTable {
     }
 
     /// The next hop of `msg`. `local(nid)` and `peer(nid)` give the live state of a
-    /// local NI and of a peer NI (a gateway or the destination).
+    /// local NI and of a peer NI (a gateway or the destination); `mr(nid)` the
+    /// Multi-Rail peer of this node that has NID `nid`, if any (kept apart from the
+    /// table: peers come and go one by one, and there can be many).
     pub fn next_hop(
         &self,
         msg: &ForwardMsg,
+        mr: impl Fn(&Nid) -> Option<Arc<MrPeer>>,
         local: impl Fn(&Nid) -> Live,
         peer: impl Fn(&Nid) -> Live,
     ) -> Result<NextHop, NoHop> {
@@ -217,14 +220,9 @@ impl ForwardTable {
             return Err(NoHop::OwnNet { dest });
         }
         if self.has_net(dest.net) {
-            let mr = |n: &Nid| self.mr_peers.get(n).map(|p| &**p);
-            let nids = final_hop_nids(
-                dest,
-                msg.msg_type,
-                peer(&dest).health,
-                (mr(&msg.src), mr(&dest)),
-                |n| self.has_net(n),
-            );
+            let nids = final_hop_nids((msg.src, dest), msg.msg_type, peer(&dest).health, mr, |n| {
+                self.has_net(n)
+            });
             return self
                 .direct(&nids, &local, &peer)
                 .ok_or(NoHop::NoLocalNi { dest });

@@ -14,7 +14,6 @@ use lnet::recovery::RecoveryKind;
 use lnet::{Features, Message as LnetMsg, NiStatus, Nid, PingInfo, WireHandle, PING_MATCHBITS};
 
 use super::error::NodeError;
-use super::publish::mr_peer;
 use super::txn::{Outcome, StartTxn};
 use super::{LnetActor, PING_SINK_LENGTH};
 use crate::events::RouteCause;
@@ -106,13 +105,6 @@ impl LnetActor {
     pub(super) fn learn(&mut self, info: PingInfo, from: Nid) {
         let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
         let primary = nids.first().copied().unwrap_or(from);
-        let mr_view = |act: &LnetActor| {
-            act.peers
-                .get(&primary)
-                .filter(|p| p.multi_rail)
-                .map(mr_peer)
-        };
-        let before = mr_view(self);
         let mr = info.features.contains(Features::MULTI_RAIL);
         self.set_peer(
             primary,
@@ -130,17 +122,14 @@ impl LnetActor {
             peer.down = down;
             peer.push = push;
         }
+        // The forward decision reads which NIDs a Multi-Rail peer gives DOWN.
+        self.publish_mr_peer(primary, &[]);
         // The peer NIs' cached NI status is what their peer says (the peer NI aliveness
         // rule reads it).
         for (nid, status) in info.statuses() {
             if let Some(e) = self.peer_nis.get(&nid) {
                 e.cell.set_status_up(status.is_up());
             }
-        }
-        // The forward decision reads the Multi-Rail peers: a change reaches the
-        // forwarding path at once rather than at the next tick.
-        if mr_view(self) != before {
-            self.publish_forward();
         }
     }
 

@@ -37,7 +37,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
-use lnet::forward::{ForwardMsg, ForwardTable, Live};
+use lnet::forward::{ForwardMsg, ForwardTable, Live, MrPeer};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -92,6 +92,9 @@ pub(crate) struct ForwardSnapshot {
 
 /// One shard of the known peer NIs.
 type PeerNiMap = FxHashMap<Nid, Arc<PathPeerNi>>;
+
+/// One shard of the Multi-Rail peers, by each of their NIDs.
+type MrPeerMap = FxHashMap<Nid, Arc<MrPeer>>;
 
 /// A message the forwarding path handed to an LND.
 pub(crate) struct InFlight {
@@ -170,6 +173,9 @@ pub(crate) struct ForwardPath {
     /// there can be many): added one by one, in shards by NID, each behind a lock of its
     /// own that the path only reads.
     peer_nis: Vec<RwLock<PeerNiMap>>,
+    /// The Multi-Rail peers the forward decision reads, kept as the peer NIs are (a
+    /// change costs in the peer's own NIDs, and reaches the path at once).
+    mr_peers: Vec<RwLock<MrPeerMap>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -202,6 +208,11 @@ impl std::fmt::Debug for ForwardPath {
     }
 }
 
+/// The shard of NID `nid` in the maps by NID.
+fn nid_shard(nid: &Nid) -> usize {
+    usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0)
+}
+
 impl ForwardPath {
     /// A path that forwards nothing until a snapshot is published; messages whose send
     /// the actors must finish go to `adopt`.
@@ -215,6 +226,9 @@ impl ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
                 .map(|_| RwLock::new(PeerNiMap::default()))
+                .collect(),
+            mr_peers: (0..SHARDS)
+                .map(|_| RwLock::new(MrPeerMap::default()))
                 .collect(),
             pools,
             faults,
@@ -236,8 +250,31 @@ impl ForwardPath {
     }
 
     fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
-        let i = usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0);
-        self.peer_nis.get(i)
+        self.peer_nis.get(nid_shard(nid))
+    }
+
+    /// NIDs `nids` belong to Multi-Rail peer `peer` now, or (`None`) to no Multi-Rail
+    /// peer.
+    pub(crate) fn set_mr_peer(&self, nids: &[Nid], peer: Option<&Arc<MrPeer>>) {
+        for nid in nids {
+            let Some(shard) = self.mr_peers.get(nid_shard(nid)) else {
+                continue;
+            };
+            let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
+            match peer {
+                Some(p) => shard.insert(*nid, Arc::clone(p)),
+                None => shard.remove(nid),
+            };
+        }
+    }
+
+    /// The Multi-Rail peer that has NID `nid`, if any.
+    pub(crate) fn mr_peer(&self, nid: &Nid) -> Option<Arc<MrPeer>> {
+        let shard = self.mr_peers.get(nid_shard(nid))?.read();
+        shard
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(nid)
+            .cloned()
     }
 
     /// Peer NI `nid` belongs to a known peer: the path may send to it and take
@@ -457,6 +494,7 @@ impl ForwardPath {
             .table
             .next_hop(
                 &fwd,
+                |n| self.mr_peer(n),
                 |n| snap.nis.get(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
                 |n| {
                     self.with_peer_ni(n, |e| live(&e.cell))

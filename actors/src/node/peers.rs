@@ -80,9 +80,17 @@ impl PeerTable {
 
     /// Makes `nids` one peer with primary `primary`: every peer that held one of them (or
     /// has `primary` as its primary) is replaced. A peer stays configured once it was.
-    pub(super) fn set(&mut self, primary: Nid, nids: Vec<Nid>, multi_rail: bool, configured: bool) {
+    /// Returns the NIDs of the peers replaced.
+    pub(super) fn set(
+        &mut self,
+        primary: Nid,
+        nids: Vec<Nid>,
+        multi_rail: bool,
+        configured: bool,
+    ) -> Vec<Nid> {
         let mut merged: HashSet<Nid> = HashSet::new();
         let mut was_configured = false;
+        let mut replaced = Vec::new();
         for nid in std::iter::once(&primary).chain(&nids) {
             let Some(old) = self.primary_of.get(nid).copied() else {
                 continue;
@@ -93,6 +101,7 @@ impl PeerTable {
                     for n in &p.nids {
                         self.primary_of.remove(n);
                     }
+                    replaced.extend(p.nids);
                 }
             }
         }
@@ -101,9 +110,10 @@ impl PeerTable {
             for n in &p.nids {
                 self.primary_of.remove(n);
             }
+            replaced.extend(p.nids);
         }
         if nids.is_empty() {
-            return;
+            return replaced;
         }
         for n in &nids {
             self.primary_of.insert(*n, primary);
@@ -119,6 +129,7 @@ impl PeerTable {
                 configured: configured || was_configured,
             },
         );
+        replaced
     }
 }
 
@@ -181,7 +192,8 @@ impl LnetActor {
             self.ensure_peer_ni(*nid);
         }
         self.publish_peer_nis(&nids);
-        self.peers.set(primary, nids, multi_rail, configured);
+        let replaced = self.peers.set(primary, nids, multi_rail, configured);
+        self.publish_mr_peer(primary, &replaced);
     }
 }
 
@@ -232,7 +244,8 @@ impl Handler<DelPeer> for LnetActor {
         for gone in nids.iter().filter(|n| !keep.contains(n)) {
             self.path.remove_peer_ni(gone);
         }
-        self.peers.set(m.primary, keep, multi_rail, configured);
+        let replaced = self.peers.set(m.primary, keep, multi_rail, configured);
+        self.publish_mr_peer(m.primary, &replaced);
         Ok(())
     }
 }

@@ -57,7 +57,6 @@ impl LnetActor {
         let table = ForwardTable {
             nis,
             routes,
-            mr_peers: self.mr_peers(),
             udsp: self.config.udsp.clone(),
             numa_range: self.config.tunables.numa_range(),
         };
@@ -104,17 +103,14 @@ impl LnetActor {
         }));
     }
 
-    /// The Multi-Rail peers by each of their NIDs, with the NIDs their peer gives UP, as
-    /// the forward decision reads them.
-    fn mr_peers(&self) -> HashMap<Nid, Arc<MrPeer>> {
-        let mut by_nid = HashMap::new();
-        for p in self.peers.iter().filter(|p| p.multi_rail) {
-            let peer = Arc::new(mr_peer(p));
-            for n in &p.nids {
-                by_nid.insert(*n, Arc::clone(&peer));
-            }
+    /// Peer `primary` changed (its NIDs, whether it is Multi-Rail, or which NIDs its
+    /// peer gives DOWN), replacing the peers that held `replaced`: the forward decision
+    /// sees it at once. Costs in the NIDs of the peers involved only.
+    pub(super) fn publish_mr_peer(&self, primary: Nid, replaced: &[Nid]) {
+        self.path.set_mr_peer(replaced, None);
+        if let Some(p) = self.peers.get(&primary).filter(|p| p.multi_rail) {
+            self.path.set_mr_peer(&p.nids, Some(&Arc::new(mr_peer(p))));
         }
-        by_nid
     }
 
     /// Peer NIs `nids` belong to a known peer now: the forwarding path may use them.

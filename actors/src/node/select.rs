@@ -10,7 +10,6 @@ use lnet::selection::{
 };
 use lnet::{Net, Nid};
 
-use super::publish::mr_peer;
 use super::{LnetActor, OutMsg, Path};
 
 impl LnetActor {
@@ -59,16 +58,15 @@ impl LnetActor {
     /// or the destination's others as Multi-Rail forwarding allows
     /// ([`lnet::forward::final_hop_nids`], which the forwarding path applies too).
     fn final_hop_nids(&self, msg: &OutMsg) -> Vec<Nid> {
-        let mr = |n: &Nid| self.peers.get(n).filter(|p| p.multi_rail).map(mr_peer);
         let addressed = self
             .peer_nis
             .get(&msg.target)
             .map_or(HealthValue::MAX, |e| e.view.borrow().health);
         final_hop_nids(
-            msg.target,
+            (msg.header.src_nid, msg.target),
             msg.header.msg_type(),
             addressed,
-            (mr(&msg.header.src_nid).as_ref(), mr(&msg.target).as_ref()),
+            |n| self.path.mr_peer(n),
             |n| self.has_net(n),
         )
     }

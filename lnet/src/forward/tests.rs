@@ -1,5 +1,7 @@
 use super::*;
 
+use std::collections::HashMap;
+
 fn nid(s: &str) -> Nid {
     s.parse().unwrap()
 }
@@ -30,7 +32,6 @@ fn table() -> ForwardTable {
             route("tcp2", "10.1.0.8@tcp1", true, 0),
             route("tcp2", "10.1.0.9@tcp1", true, 0),
         ],
-        mr_peers: HashMap::new(),
         udsp: UdspPolicy::default(),
         numa_range: 0,
     }
@@ -46,6 +47,11 @@ fn msg(dest: Nid, arrived_on: Net) -> ForwardMsg {
     }
 }
 
+/// No Multi-Rail peer.
+fn no_mr(_: &Nid) -> Option<Arc<MrPeer>> {
+    None
+}
+
 fn all_well(_: &Nid) -> Live {
     Live::UNKNOWN
 }
@@ -55,7 +61,12 @@ fn a_destination_on_a_local_net_is_reached_direct_from_an_ni_on_that_net() {
     let t = table();
     let dest = nid("10.0.0.7@tcp");
     let hop = t
-        .next_hop(&msg(dest, nid("10.1.0.5@tcp1").net), all_well, all_well)
+        .next_hop(
+            &msg(dest, nid("10.1.0.5@tcp1").net),
+            no_mr,
+            all_well,
+            all_well,
+        )
         .unwrap();
     assert_eq!(hop.ni, nid("10.0.0.1@tcp"));
     assert_eq!(hop.peer, dest);
@@ -67,7 +78,7 @@ fn a_message_that_arrived_on_its_destinations_net_is_refused() {
     let t = table();
     let dest = nid("10.0.0.7@tcp");
     assert_eq!(
-        t.next_hop(&msg(dest, dest.net), all_well, all_well),
+        t.next_hop(&msg(dest, dest.net), no_mr, all_well, all_well),
         Err(NoHop::OwnNet { dest })
     );
 }
@@ -86,7 +97,7 @@ fn the_local_ni_with_the_best_health_then_most_credits_is_picked() {
         ..Live::UNKNOWN
     };
     let hop = t
-        .next_hop(&msg(dest, nid("10.0.0.2@tcp").net), local, all_well)
+        .next_hop(&msg(dest, nid("10.0.0.2@tcp").net), no_mr, local, all_well)
         .unwrap();
     assert_eq!(hop.ni, nid("10.1.0.2@tcp1"));
     let credits = |n: &Nid| Live {
@@ -94,7 +105,12 @@ fn the_local_ni_with_the_best_health_then_most_credits_is_picked() {
         ..Live::UNKNOWN
     };
     let hop = t
-        .next_hop(&msg(dest, nid("10.0.0.2@tcp").net), credits, all_well)
+        .next_hop(
+            &msg(dest, nid("10.0.0.2@tcp").net),
+            no_mr,
+            credits,
+            all_well,
+        )
         .unwrap();
     assert_eq!(hop.ni, sick);
 }
@@ -109,7 +125,7 @@ fn a_remote_net_goes_through_a_live_gateway_round_robin_among_equals() {
         seq: u64::from(*n == used),
         ..Live::UNKNOWN
     };
-    let hop = t.next_hop(&msg(dest, from), all_well, seq).unwrap();
+    let hop = t.next_hop(&msg(dest, from), no_mr, all_well, seq).unwrap();
     assert_eq!(hop.peer, nid("10.1.0.9@tcp1"));
     assert!(hop.via_gateway());
     assert_eq!(hop.ni.net, hop.peer.net);
@@ -122,12 +138,14 @@ fn a_route_that_is_down_is_never_picked_and_none_up_is_no_live_route() {
     let from = nid("10.0.0.2@tcp").net;
     t.routes[1].up = false;
     for _ in 0..4 {
-        let hop = t.next_hop(&msg(dest, from), all_well, all_well).unwrap();
+        let hop = t
+            .next_hop(&msg(dest, from), no_mr, all_well, all_well)
+            .unwrap();
         assert_eq!(hop.peer, nid("10.1.0.8@tcp1"));
     }
     t.routes[0].up = false;
     assert_eq!(
-        t.next_hop(&msg(dest, from), all_well, all_well),
+        t.next_hop(&msg(dest, from), no_mr, all_well, all_well),
         Err(NoHop::NoLiveRoute { net: dest.net })
     );
 }
@@ -147,7 +165,7 @@ fn the_lower_priority_value_wins_over_gateway_health() {
         ..Live::UNKNOWN
     };
     let hop = t
-        .next_hop(&msg(dest, nid("10.0.0.2@tcp").net), all_well, peer)
+        .next_hop(&msg(dest, nid("10.0.0.2@tcp").net), no_mr, all_well, peer)
         .unwrap();
     assert_eq!(hop.peer, first);
 }
@@ -164,7 +182,12 @@ fn routes_whose_gateway_net_has_every_link_down_are_not_alive() {
     }
     let dest = nid("10.2.0.7@tcp2");
     assert_eq!(
-        t.next_hop(&msg(dest, nid("10.0.0.2@tcp").net), all_well, all_well),
+        t.next_hop(
+            &msg(dest, nid("10.0.0.2@tcp").net),
+            no_mr,
+            all_well,
+            all_well
+        ),
         Err(NoHop::NoLiveRoute { net: dest.net })
     );
 }
@@ -174,29 +197,52 @@ fn a_net_with_no_route_and_no_ni_is_no_route() {
     let t = table();
     let dest = nid("10.3.0.7@tcp3");
     assert_eq!(
-        t.next_hop(&msg(dest, nid("10.0.0.2@tcp").net), all_well, all_well),
+        t.next_hop(
+            &msg(dest, nid("10.0.0.2@tcp").net),
+            no_mr,
+            all_well,
+            all_well
+        ),
         Err(NoHop::NoRoute { net: dest.net })
     );
+}
+
+/// A table with the Multi-Rail peers the decision is given beside it.
+struct WithMr {
+    t: ForwardTable,
+    peers: HashMap<Nid, Arc<MrPeer>>,
+}
+
+impl WithMr {
+    fn next_hop(
+        &self,
+        msg: &ForwardMsg,
+        local: impl Fn(&Nid) -> Live,
+        peer: impl Fn(&Nid) -> Live,
+    ) -> Result<NextHop, NoHop> {
+        self.t
+            .next_hop(msg, |n| self.peers.get(n).cloned(), local, peer)
+    }
 }
 
 /// The table with a Multi-Rail originator 10.1.0.5@tcp1 and a Multi-Rail destination
 /// with NIs 10.0.0.7@tcp and 10.0.0.8@tcp (the second given UP by its peer as `up8`);
 /// `dest_mr: false` leaves the destination out (a non-Multi-Rail peer).
-fn mr_table(dest_mr: bool, up8: bool) -> ForwardTable {
-    let mut t = table();
+fn mr_table(dest_mr: bool, up8: bool) -> WithMr {
+    let mut peers = HashMap::new();
     let src = Arc::new(MrPeer {
         nids: vec![(nid("10.1.0.5@tcp1"), true)],
     });
-    t.mr_peers.insert(nid("10.1.0.5@tcp1"), src);
+    peers.insert(nid("10.1.0.5@tcp1"), src);
     if dest_mr {
         let dest = Arc::new(MrPeer {
             nids: vec![(nid("10.0.0.7@tcp"), true), (nid("10.0.0.8@tcp"), up8)],
         });
         for n in ["10.0.0.7@tcp", "10.0.0.8@tcp"] {
-            t.mr_peers.insert(nid(n), Arc::clone(&dest));
+            peers.insert(nid(n), Arc::clone(&dest));
         }
     }
-    t
+    WithMr { t: table(), peers }
 }
 
 fn from_mr(dest: &str, msg_type: MsgType) -> ForwardMsg {
@@ -243,12 +289,12 @@ fn a_put_for_an_unhealthy_ni_of_a_multi_rail_peer_goes_to_its_healthy_ni() {
 #[test]
 fn an_ni_its_peer_gives_down_is_left_even_at_full_health() {
     let t = mr_table(true, true);
-    let mut down = (*t.mr_peers[&nid("10.0.0.7@tcp")]).clone();
+    let mut down = (*t.peers[&nid("10.0.0.7@tcp")]).clone();
     down.nids[0].1 = false;
     let down = Arc::new(down);
     let mut t = t;
     for n in ["10.0.0.7@tcp", "10.0.0.8@tcp"] {
-        t.mr_peers.insert(nid(n), Arc::clone(&down));
+        t.peers.insert(nid(n), Arc::clone(&down));
     }
     let hop = t
         .next_hop(&from_mr("10.0.0.7@tcp", MsgType::Put), all_well, all_well)
