@@ -52,8 +52,8 @@ type Waiter = oneshot::Sender<Result<Ticket, BufferError>>;
 /// The answer to a reservation.
 #[derive(Debug)]
 pub enum Reservation {
-    /// A buffer, now.
-    Granted(Ticket),
+    /// A buffer, now, with the memory for the payload (see [`RouterPools::buffer`]).
+    Granted(Ticket, BytesMut),
     /// None free: the buffer comes on this channel when one is released.
     Waiting(oneshot::Receiver<Result<Ticket, BufferError>>),
     /// Never: the payload is too large for any pool.
@@ -84,6 +84,22 @@ fn buffer_size(pool: PoolKind) -> Option<(usize, usize)> {
         PoolKind::Small => Some((bytes, 0)),
         PoolKind::Large => Some((bytes, 1)),
     }
+}
+
+impl CptPools {
+    /// The memory of a buffer of `pool` given back earlier, if one is kept.
+    fn spare(&mut self, pool: PoolKind) -> Option<BytesMut> {
+        let (_, i) = buffer_size(pool)?;
+        self.spare.get_mut(i).and_then(Vec::pop)
+    }
+}
+
+/// `spare`, or (outside any lock) new memory of `pool`'s size (none for the tiny pool).
+fn memory_of(pool: PoolKind, spare: Option<BytesMut>) -> BytesMut {
+    spare.unwrap_or_else(|| match buffer_size(pool) {
+        Some((size, _)) => BytesMut::with_capacity(size),
+        None => BytesMut::new(),
+    })
 }
 
 impl std::ops::Deref for CptPools {
@@ -153,7 +169,7 @@ impl RouterPools {
     }
 
     /// A buffer for `len` payload bytes from peer NI `peer`, charged to its router
-    /// credits.
+    /// credits; when granted at once, with its memory, taken under the same lock.
     pub fn reserve(&self, peer: Nid, len: u32) -> Reservation {
         let cpt = self.cpt_of(&peer);
         let Some(mut b) = self.lock(cpt) else {
@@ -171,7 +187,12 @@ impl RouterPools {
             tx
         });
         match (requested, answer) {
-            (Requested::Granted(grant), _) => Reservation::Granted(Ticket { cpt, grant }),
+            (Requested::Granted(grant), _) => {
+                let spare = b.spare(grant.pool);
+                drop(b);
+                let memory = memory_of(grant.pool, spare);
+                Reservation::Granted(Ticket { cpt, grant }, memory)
+            }
             (Requested::Waiting, Some(rx)) => Reservation::Waiting(rx),
             (Requested::Refused(_, e), _) => Reservation::Refused(e),
             // A wait always made its channel.
@@ -179,49 +200,51 @@ impl RouterPools {
         }
     }
 
-    /// The memory for the payload of the message holding `ticket`: a buffer of its pool
-    /// given back earlier, or a new one of the pool's size.
+    /// The memory for the payload of the message holding `ticket` (one whose
+    /// reservation waited): a buffer of its pool given back earlier, or a new one of the
+    /// pool's size.
     pub fn buffer(&self, ticket: &Ticket) -> BytesMut {
-        let Some((size, i)) = buffer_size(ticket.grant.pool) else {
-            return BytesMut::new();
-        };
         let spare = self
             .lock(ticket.cpt)
-            .and_then(|mut b| b.spare.get_mut(i).and_then(Vec::pop));
-        spare.unwrap_or_else(|| BytesMut::with_capacity(size))
+            .and_then(|mut b| b.spare(ticket.grant.pool));
+        memory_of(ticket.grant.pool, spare)
     }
 
     /// Gives a buffer back ([`RouterPools::release`]) with the payload it held: when
     /// nothing else holds that memory, it serves a later message of the pool.
     pub fn release_with(&self, ticket: Ticket, payload: Bytes) {
-        if let Some((size, i)) = buffer_size(ticket.grant.pool) {
-            if let Ok(mut memory) = payload.try_into_mut() {
-                memory.clear();
-                if memory.capacity() >= size {
-                    if let Some(mut b) = self.lock(ticket.cpt) {
-                        let nbuffers = b
-                            .pools()
-                            .find(|p| p.npages == ticket.grant.pool.npages())
-                            .map_or(0, |p| usize::try_from(p.nbuffers).unwrap_or(0));
-                        if let Some(list) = b.spare.get_mut(i) {
-                            if list.len() < nbuffers {
-                                list.push(memory);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        self.release(ticket);
+        let memory = buffer_size(ticket.grant.pool).and_then(|(size, i)| {
+            let mut memory = payload.try_into_mut().ok()?;
+            memory.clear();
+            (memory.capacity() >= size).then_some((i, memory))
+        });
+        self.give_back(ticket, memory);
     }
 
     /// Gives a buffer back; the oldest reservation waiting for it gets it (a waiter that
     /// went away gives it back at once).
     pub fn release(&self, ticket: Ticket) {
+        self.give_back(ticket, None);
+    }
+
+    /// [`RouterPools::release`], keeping `memory` (a spare list's index and the memory)
+    /// under the same lock when the pool has room for it.
+    fn give_back(&self, ticket: Ticket, memory: Option<(usize, BytesMut)>) {
         let cpt = ticket.cpt;
         let Some(mut b) = self.lock(cpt) else {
             return;
         };
+        if let Some((i, memory)) = memory {
+            let nbuffers = b
+                .pools()
+                .find(|p| p.npages == ticket.grant.pool.npages())
+                .map_or(0, |p| usize::try_from(p.nbuffers).unwrap_or(0));
+            if let Some(list) = b.spare.get_mut(i) {
+                if list.len() < nbuffers {
+                    list.push(memory);
+                }
+            }
+        }
         let mut granted = b.release(ticket.grant);
         while let Some((waiter, grant)) = granted.pop() {
             if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
@@ -316,9 +339,9 @@ mod tests {
         s.parse().expect("a NID")
     }
 
-    fn granted(r: Reservation) -> Ticket {
+    fn granted(r: Reservation) -> (Ticket, BytesMut) {
         match r {
-            Reservation::Granted(t) => t,
+            Reservation::Granted(t, memory) => (t, memory),
             other => panic!("not granted: {other:?}"),
         }
     }
@@ -329,15 +352,13 @@ mod tests {
     fn buffer_memory_is_used_again_once_nothing_else_holds_it() {
         let pools = RouterPools::new([8, 8, 8], 1, 8);
         let from = nid("10.0.0.1@tcp");
-        let t = granted(pools.reserve(from, 1 << 20));
-        let mut memory = pools.buffer(&t);
+        let (t, mut memory) = granted(pools.reserve(from, 1 << 20));
         assert!(memory.capacity() >= 1 << 20);
         let at = memory.as_ptr();
         memory.resize(1 << 20, 7);
         let payload = memory.freeze();
         pools.release_with(t, payload);
-        let t = granted(pools.reserve(from, 300_000));
-        let again = pools.buffer(&t);
+        let (t, again) = granted(pools.reserve(from, 300_000));
         assert_eq!(again.as_ptr(), at);
         assert!(again.is_empty());
 
@@ -347,13 +368,30 @@ mod tests {
         let payload = memory.freeze();
         let other = payload.clone();
         pools.release_with(t, payload);
-        let t = granted(pools.reserve(from, 5000));
-        assert_ne!(pools.buffer(&t).as_ptr(), other.as_ptr());
+        let (_, fresh) = granted(pools.reserve(from, 5000));
+        assert_ne!(fresh.as_ptr(), other.as_ptr());
 
         // The small pool's buffers are a page; the tiny pool's hold nothing.
-        let t = granted(pools.reserve(from, 100));
-        assert!(pools.buffer(&t).capacity() >= PAGE_SIZE as usize);
-        let t = granted(pools.reserve(from, 0));
-        assert_eq!(pools.buffer(&t).capacity(), 0);
+        let (_, small) = granted(pools.reserve(from, 100));
+        assert!(small.capacity() >= PAGE_SIZE as usize);
+        let (_, tiny) = granted(pools.reserve(from, 0));
+        assert_eq!(tiny.capacity(), 0);
+    }
+
+    /// A reservation that waited gets its memory from the pool once granted: the memory
+    /// of the buffer given back.
+    #[test]
+    fn a_reservation_that_waited_gets_the_memory_given_back() {
+        let pools = RouterPools::new([8, 8, 1], 1, 8);
+        let from = nid("10.0.0.1@tcp");
+        let (t, mut memory) = granted(pools.reserve(from, 1 << 20));
+        let at = memory.as_ptr();
+        let Reservation::Waiting(mut answer) = pools.reserve(from, 1 << 20) else {
+            panic!("the one large buffer is taken: the second waits");
+        };
+        memory.resize(10, 0);
+        pools.release_with(t, memory.freeze());
+        let t = answer.try_recv().expect("granted on release").expect("a buffer");
+        assert_eq!(pools.buffer(&t).as_ptr(), at);
     }
 }

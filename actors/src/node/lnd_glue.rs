@@ -88,10 +88,13 @@ impl LndHandler for NodeHandler {
             return buf();
         }
         // Store and forward: wait for a peer router-buffer credit and a buffer.
-        let ticket = match self.path.pools.reserve(rx.from.nid, len) {
-            Reservation::Granted(t) => t,
+        let (ticket, memory) = match self.path.pools.reserve(rx.from.nid, len) {
+            Reservation::Granted(t, memory) => (t, memory),
             Reservation::Waiting(answer) => match answer.await {
-                Ok(Ok(t)) => t,
+                Ok(Ok(t)) => {
+                    let memory = self.path.pools.buffer(&t);
+                    (t, memory)
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
                     return RxDecision::Close;
@@ -103,7 +106,6 @@ impl LndHandler for NodeHandler {
                 return RxDecision::Close;
             }
         };
-        let memory = self.path.pools.buffer(&ticket);
         if let Some(pool) = PoolKind::for_payload(len) {
             if let Some(mut p) = self.pending(&rx.from.nid) {
                 p.entry((rx.ni, rx.from.nid, pool))
