@@ -23,7 +23,7 @@ use crate::clock::Clock;
 use crate::events::{Event, EventBus, NiKind};
 use crate::fault::FaultRules;
 use crate::mailbox::NI_MAILBOX;
-use crate::ni_cell::NiCell;
+use crate::ni_cell::{tx_bytes, NiCell};
 use crate::recovery::{Heard, Queue, RecoveryActor};
 use crate::tx_credits::TxCredits;
 use crate::Driver;
@@ -108,6 +108,9 @@ pub struct PeerNiView {
     pub max_tx_credits: u32,
     /// The lowest tx credits seen.
     pub min_tx_credits: i32,
+    /// Bytes of this node's messages charged to its tx credits and not yet sent (headers
+    /// included): `tx_q_num_of_buf`.
+    pub tx_queued_bytes: u64,
     /// When it was last heard from.
     pub last_alive: Option<Millis>,
     /// Whether its cached NI status is UP: DOWN once its LND reported it gone or its peer
@@ -152,6 +155,7 @@ impl PeerNiView {
         v.min_tx_credits = cell.min_credits();
         v.last_alive = v.last_alive.max(cell.last_alive());
         v.status_up = cell.status_up();
+        v.tx_queued_bytes = cell.tx_queued_bytes();
         add_path_counts(&mut v.stats, cell);
         v
     }
@@ -169,6 +173,8 @@ pub(crate) struct Apply {
     pub(crate) sensitivity: u32,
     /// Whether this finishes a send (its credit comes back).
     pub(crate) send_done: bool,
+    /// The bytes of the send finished, as its peer NI counted them queued.
+    pub(crate) sent_bytes: u64,
     /// Whether this is a received message (counts as received; a peer NI is heard from).
     pub(crate) received: bool,
     /// The type of the message sent or received, when there is one.
@@ -563,6 +569,7 @@ impl PeerNiActor {
             tx_credits: credits.now(),
             max_tx_credits: credits.max(),
             min_tx_credits: credits.min(),
+            tx_queued_bytes: credits.cell().tx_queued_bytes(),
             last_alive: None,
             status_up: true,
             stats: NiStats::default(),
@@ -595,6 +602,7 @@ impl PeerNiActor {
             tx_credits: self.credits.now(),
             max_tx_credits: self.credits.max(),
             min_tx_credits: self.credits.min(),
+            tx_queued_bytes: self.credits.cell().tx_queued_bytes(),
             last_alive: self.last_alive,
             status_up: self.credits.status_up(),
             stats: self.core.stats.clone(),
@@ -616,6 +624,7 @@ impl Handler<PeerTransmit> for PeerNiActor {
     fn handle(&mut self, m: PeerTransmit, _ctx: &mut Context<Self>) {
         self.core.stats.send_count = self.core.stats.send_count.saturating_add(1);
         self.core.stats.sent.bump(m.tx.header.msg_type());
+        self.credits.cell().queued_bytes(tx_bytes(&m.tx.header));
         if let Some((tx, via)) = self.credits.take((m.tx, m.via)) {
             tell(&via, Transmit(tx));
         }
@@ -644,6 +653,7 @@ impl Handler<Apply> for PeerNiActor {
         let last_alive = self.last_alive;
         self.core.apply(&a, last_alive);
         if a.send_done {
+            self.credits.cell().sent_bytes(a.sent_bytes);
             if let Some((tx, via)) = self.credits.give_back() {
                 tell(&via, Transmit(tx));
             }

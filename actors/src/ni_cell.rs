@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::health::HealthValue;
 use lnet::time::Millis;
-use lnet::MsgType;
+use lnet::{Header, MsgType};
 
 /// A message waiting for a credit of a cell.
 pub(crate) enum Waiter {
@@ -55,6 +55,10 @@ pub struct NiCell {
     last_alive: AtomicU64,
     /// The cached NI status is DOWN (a peer NI's; see the module documentation).
     down: AtomicBool,
+    /// Bytes of the messages charged to this peer NI's tx credits (sent and not yet
+    /// completed, or waiting for a credit), each counted with its header as the kernel's
+    /// `lpni_txqnob`.
+    tx_bytes: AtomicU64,
     counts: Counts,
 }
 
@@ -103,6 +107,7 @@ impl NiCell {
             seq: AtomicU64::new(0),
             last_alive: AtomicU64::new(0),
             down: AtomicBool::new(false),
+            tx_bytes: AtomicU64::new(0),
             counts: Counts::default(),
         }
     }
@@ -130,6 +135,25 @@ impl NiCell {
         }
         waiting.push_back(wrap(item));
         None
+    }
+
+    /// A message of `n` bytes ([`tx_bytes`]) took (or waits for) a tx credit of this
+    /// peer NI: they count as queued until [`NiCell::sent_bytes`].
+    pub(crate) fn queued_bytes(&self, n: u64) {
+        self.tx_bytes.fetch_add(n, Relaxed);
+    }
+
+    /// The send of a message of `n` bytes counted by [`NiCell::queued_bytes`] is over.
+    pub(crate) fn sent_bytes(&self, n: u64) {
+        let _ = self
+            .tx_bytes
+            .fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_sub(n)));
+    }
+
+    /// Bytes queued for this peer NI (`tx_q_num_of_buf`): its messages charged to its tx
+    /// credits and not yet sent, headers included.
+    pub fn tx_queued_bytes(&self) -> u64 {
+        self.tx_bytes.load(Relaxed)
     }
 
     /// Charges a credit only if one is free.
@@ -244,6 +268,12 @@ impl NiCell {
             received: load(&self.counts.received),
         }
     }
+}
+
+/// Bytes a message of `header` counts for in a peer NI's queue: its payload and its
+/// header, as the kernel counts `msg_len` and the header.
+pub(crate) fn tx_bytes(header: &Header) -> u64 {
+    u64::from(header.payload_length).saturating_add(lnet::header::HEADER_NID4_BYTES as u64)
 }
 
 #[cfg(test)]

@@ -149,7 +149,9 @@ struct OutMsg {
 /// What a health effect finishes: a send of a message of this type, or its receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
-    SendDone(lnet::MsgType),
+    /// A send is over: its type, and its bytes as its peer NI counted them queued
+    /// ([`crate::ni_cell::tx_bytes`]).
+    SendDone(lnet::MsgType, u64),
     Received(lnet::MsgType),
 }
 

@@ -20,8 +20,7 @@
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
 //! the latency keys (0), `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of
-//! `peer state` (its Multi-Rail and configured bits are set), `tx_q_num_of_buf` (0),
-//! `refcount` (1), the router credits of a peer NI that never sent through this node (its
+//! `peer state` (its Multi-Rail and configured bits are set), `refcount` (1), the router credits of a peer NI that never sent through this node (its
 //! tx credits).
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
@@ -210,7 +209,7 @@ fn peer_ni(
             max_ni_tx_credits: v.max_tx_credits,
             available_tx_credits: credits(v.tx_credits),
             min_tx_credits: credits(v.min_tx_credits),
-            tx_q_num_of_buf: 0,
+            tx_q_num_of_buf: u32::try_from(v.tx_queued_bytes).unwrap_or(u32::MAX),
             available_rtr_credits: rtr_now,
             min_rtr_credits: rtr_min,
             refcount: 1,

@@ -54,6 +54,11 @@ impl<T> TxCredits<T> {
         self.waiting.pop_front()
     }
 
+    /// The NI's shared cell.
+    pub(crate) fn cell(&self) -> &NiCell {
+        &self.cell
+    }
+
     /// Whether the cell's cached NI status is UP.
     pub(crate) fn status_up(&self) -> bool {
         self.cell.status_up()

@@ -1156,3 +1156,77 @@ async fn a_multi_rail_peer_added_at_run_time_is_forwarded_to_by_the_fast_path() 
     .await
     .unwrap();
 }
+
+/// `tx_q_num_of_buf`: a peer NI counts the bytes (payload and header) of the messages
+/// charged to its tx credits until their sends complete, on the sender's own path (A's
+/// gateway) and on the router's forwarding path (R1's peer NI B) alike, and is back to 0
+/// once they have. The router checkers' pings and their replies (a kilobyte or less
+/// each) may be under way beside the PUT of 1 MiB.
+#[actix::test]
+async fn a_peer_ni_counts_the_bytes_queued_for_it_until_their_sends_complete() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let (t, mut md) = known_to_r1().await;
+        let queued = |node: &Node, n: &'static str| {
+            let node = node.clone();
+            async move { peer_ni(&node, n).await.tx_queued_bytes }
+        };
+        // The PUT's 1 MiB and header, and a few pings at most.
+        const PUT: u64 = (1 << 20) + 72;
+        let the_put = |q: u64| (PUT..PUT + 64 * 1024).contains(&q);
+        // Back to 0 once what is under way has completed (sends made while a link took
+        // 5 s complete up to 5 s after it is fast again).
+        let drained = |node: &Node, n: &'static str| {
+            let node = node.clone();
+            async move {
+                for _ in 0..1000 {
+                    if peer_ni(&node, n).await.tx_queued_bytes == 0 {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                false
+            }
+        };
+        assert!(drained(&t.a, R1A).await && drained(&t.r1, B).await);
+        // The hop from A to R1 takes 5 s, then the hop from R1 to B 5 s.
+        t.fabric
+            .set_link_latency(nid(A), nid(R1A), Some(Duration::from_secs(5)));
+        t.fabric
+            .set_link_latency(nid(R1B), nid(B), Some(Duration::from_secs(5)));
+        let put = t.a.put(put_of(B, 1 << 20, 3)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let q = queued(&t.a, R1A).await;
+        assert!(the_put(q), "A's gateway: {q}");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let q = queued(&t.r1, B).await;
+        assert!(the_put(q), "R1 forwarding to B: {q}");
+        let shown = t.r1.peer_show().await.unwrap();
+        let b = shown
+            .peers
+            .iter()
+            .flat_map(|p| &p.nis)
+            .find(|n| n.nid == nid(B))
+            .unwrap();
+        assert!(the_put(u64::from(b.credits.tx_q_num_of_buf)), "peer show");
+        t.fabric.set_link_latency(nid(A), nid(R1A), None);
+        t.fabric.set_link_latency(nid(R1B), nid(B), None);
+        let got = put.finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        // (After the 100-byte PUT that made R1 known.)
+        let mut lens = Vec::new();
+        while lens.last() != Some(&(1 << 20)) && lens.len() < 4 {
+            lens.push(md.recv().await.unwrap().payload.len());
+        }
+        assert_eq!(lens.last(), Some(&(1 << 20)), "{lens:?}");
+        for (node, n) in [(&t.r1, B), (&t.r1, A), (&t.a, R1A)] {
+            assert!(
+                drained(node, n).await,
+                "{n} drained: {}",
+                queued(node, n).await
+            );
+        }
+    })
+    .await
+    .unwrap();
+}

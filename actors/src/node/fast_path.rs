@@ -47,7 +47,7 @@ use crate::clock::Clock;
 use crate::driver::Driver;
 use crate::fault::FaultRules;
 use crate::ni::{refusal_status, CreditBack, LocalNiActor, PeerNiActor};
-use crate::ni_cell::{NiCell, Waiter};
+use crate::ni_cell::{tx_bytes, NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
 /// The top bit of a [`TxId`] the forwarding path made (the LNet actor's ids never
@@ -368,6 +368,7 @@ impl ForwardPath {
         // message kept for the actors is as it came, for them to decide again.
         let mut header = msg.header;
         header.dest_nid = c.dest;
+        let bytes = tx_bytes(&header);
         let send = PathSend {
             tx: TxRequest {
                 id,
@@ -390,6 +391,7 @@ impl ForwardPath {
             s.insert(id, flight);
         }
         let path = Arc::clone(self);
+        c.to.cell.queued_bytes(bytes);
         let now = c.to.cell.take_or_queue(send, move |send| {
             path.counts.waited.fetch_add(1, Relaxed);
             Waiter::Path(Box::new(move || path.resume(send)))
@@ -559,6 +561,7 @@ impl ForwardPath {
             }
             return;
         }
+        f.to.cell.sent_bytes(tx_bytes(&f.header));
         match f.to.cell.give_back() {
             Some(Waiter::Actor) => f.to.addr.do_send(CreditBack),
             Some(Waiter::Path(go)) => go(),

@@ -18,6 +18,7 @@ use super::txn::{FailReason, MsgEventKind, Outcome};
 use super::{bump, LnetActor, OutMsg, Path, Step};
 use crate::events::{Event, ForwardDrop};
 use crate::ni::{tell, Apply, CountDropped, PeerTransmit};
+use crate::ni_cell::tx_bytes;
 
 /// A PUT.
 #[derive(Debug, Clone)]
@@ -225,15 +226,16 @@ impl LnetActor {
         step: Step,
     ) -> Vec<oneshot::Receiver<()>> {
         let sensitivity = self.config.tunables.health_sensitivity();
-        let (send_done, received, msg_type) = match step {
-            Step::SendDone(t) => (true, false, t),
-            Step::Received(t) => (false, true, t),
+        let (send_done, sent_bytes, received, msg_type) = match step {
+            Step::SendDone(t, bytes) => (true, bytes, false, t),
+            Step::Received(t) => (false, 0, true, t),
         };
         let effect = |effect| Apply {
             effect,
             cause: status,
             sensitivity,
             send_done,
+            sent_bytes,
             received,
             msg_type: Some(msg_type),
         };
@@ -265,7 +267,7 @@ impl LnetActor {
                 _ => {}
             }
         }
-        let step = Step::SendDone(msg.header.msg_type());
+        let step = Step::SendDone(msg.header.msg_type(), tx_bytes(&msg.header));
         let waits = self.apply(done.ni, done.peer, &outcome, done.status, step);
         let txn = msg.txn;
         if msg.abandoned {

@@ -360,6 +360,7 @@ impl LnetActor {
                     cause: HealthStatus::RemoteTimeout,
                     sensitivity: self.config.tunables.health_sensitivity(),
                     send_done: false,
+                    sent_bytes: 0,
                     received: false,
                     msg_type: None,
                 },

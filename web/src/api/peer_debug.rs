@@ -38,7 +38,8 @@ pub struct PeerNiDebug {
     pub tx_credits: u32,
     /// Their low-water mark.
     pub min_tx_credits: u32,
-    /// Bytes queued for it (0 here: not counted).
+    /// Bytes queued for it: its messages charged to its tx credits and not yet sent,
+    /// headers included (`tx_q_num_of_buf`).
     pub tx_q_nob: u32,
 }
 
