@@ -1,4 +1,5 @@
-//! A started LND as the node drives it: sends, and a stop that can come later.
+//! A started LND as the node drives it: sends, its counters, and a stop that can come
+//! later.
 //!
 //! [`Lnd::stop`] takes the LND by value, while sends under way share it. [`NiDriver`] keeps
 //! the LND in a slot: a send borrows it for as long as the LND takes to accept the
@@ -13,6 +14,8 @@ use std::time::Duration;
 use arc_swap::ArcSwapOption;
 use lnd::{Lnd, SendError, TryRefused, TxRequest};
 use lnet::Nid;
+
+use crate::lnd_counters::LndCounters;
 
 /// How long [`Driver::stop`] waits for sends under way to return before it drops the LND
 /// (which closes it too, less cleanly).
@@ -34,6 +37,9 @@ pub trait Driver: Send + Sync + 'static {
     /// [`Lnd::stop`]: takes the NI down. Whether it stopped cleanly (every send under way
     /// had returned within a bounded wait); a second call does nothing and says true.
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
+    /// [`Lnd::counters`], as the layers above show them; `None` when the LND counts
+    /// nothing or the NI is stopped.
+    fn counters(&self) -> Pin<Box<dyn Future<Output = Option<LndCounters>> + Send + '_>>;
 }
 
 /// An LND in its slot. See the module documentation.
@@ -115,5 +121,10 @@ impl<L: Lnd> Driver for NiDriver<L> {
 
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(self.stop_lnd())
+    }
+
+    fn counters(&self) -> Pin<Box<dyn Future<Output = Option<LndCounters>> + Send + '_>> {
+        let lnd = self.lnd();
+        Box::pin(async move { Some(LndCounters::from(lnd?.counters().await?)) })
     }
 }

@@ -15,6 +15,8 @@
 //!   [`Node::recovery_show`]).
 //! * [`driver`]: a started LND as the node drives it, stoppable after it was handed over
 //!   ([`node::Node::remove_ni`]).
+//! * [`lnd_counters`]: what each local NI's LND counts of how its connections end
+//!   ([`node::Node::lnd_counters`]), one view per LND kind.
 //! * [`fault`]: fault injection (`lnetctl fault drop|delay add`): the node's rules,
 //!   changed through [`node::Node::add_fault_rule`] and applied by the local NI actors on
 //!   send and by [`node::NodeHandler`] on receive, for every LND.
@@ -28,6 +30,7 @@ pub mod clock;
 pub mod driver;
 pub mod events;
 pub mod fault;
+pub mod lnd_counters;
 mod mailbox;
 pub mod ni;
 pub mod ni_cell;
@@ -40,6 +43,7 @@ mod tx_credits;
 pub use clock::Clock;
 pub use driver::{Driver, NiDriver};
 pub use events::{Event, EventBus, NiKind};
+pub use lnd_counters::{LndCounters, NiLndCounters};
 pub use node::{
     BadPeerReason, DiscoveredPeer, FailReason, ForwardingCounts, GetRequest, LndStartError, MdSpec,
     MsgEvent, MsgEventKind, NiCredits, Node, NodeConfig, NodeError, NodeHandler, Outcome,

@@ -5,11 +5,13 @@
 //! The drivers around the codecs keep their protocol decisions in plain functions too and
 //! leave only the moving of bytes to tokio: [`socklnd::SockLnd`] is the first.
 
+pub mod counters;
 pub mod fabric;
 pub mod lnd;
 pub mod o2iblnd;
 pub mod socklnd;
 
+pub use counters::LndCounters;
 pub use lnd::{
     Charged, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxCompletion,
     TxId, TxRequest,

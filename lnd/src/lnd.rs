@@ -21,6 +21,8 @@ use bytes::{Bytes, BytesMut};
 use lnet::health::HealthStatus;
 use lnet::{Header, Nid, ProcessId};
 
+use crate::counters::LndCounters;
+
 /// The caller's name for one send; it comes back in the send's [`TxCompletion`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TxId(pub u64);
@@ -288,6 +290,13 @@ pub trait Lnd: Sized + Send + Sync + 'static {
     /// Takes the NI down: stops accepting, closes every connection, and finishes every
     /// send not yet handed to the network with [`HealthStatus::LocalAborted`].
     fn stop(self) -> impl Future<Output = ()> + Send;
+
+    /// A snapshot of what the LND counts of this NI (how its connections ended, ...), for
+    /// the layer above to show; `None` when it counts nothing (the default) or cannot say
+    /// now (stopping).
+    fn counters(&self) -> impl Future<Output = Option<LndCounters>> + Send {
+        std::future::ready(None)
+    }
 }
 
 #[cfg(test)]

@@ -462,6 +462,8 @@ async fn a_real_prometheus_scrapes_the_routers_and_the_route_down_alert_fires_an
         "lnet_router_ni_tx_credits{node=\"r1\",nid=\"127.0.47.2@tcp1\"}",
         "lnet_router_ni_min_tx_credits",
         "lnet_router_forward_drops_total{reason=\"no_live_route\"}",
+        "lnet_router_socklnd_conns_closed_total{node=\"r1\",nid=\"127.0.47.2@tcp1\",reason=\"handshake_timeout\"}",
+        "lnet_router_socklnd_writes_total{node=\"r1\",by=\"writer_task\"}",
         "lustre_route_count_total{node=\"r1\"}",
         "lustre_send_count_total{node=\"r2\",component=\"lnet\",target=\"lnet\"}",
         "lustre_lnet_ni_health",

@@ -1,6 +1,7 @@
 //! `/metrics`: the route, gateway, buffer, credit, drop, fault rule and process series, the
-//! HPE/GSI exporter labels, and the metrics-only listener (plain HTTP, no token, nothing
-//! but `GET /metrics`), alone and beside the API.
+//! HPE/GSI exporter labels, the metrics-only listener (plain HTTP, no token, nothing
+//! but `GET /metrics`), alone and beside the API, and the socklnd counters of how
+//! connections to a real acceptor on loopback (127.0.79.1, ephemeral port) ended.
 
 #![allow(
     clippy::unwrap_used,
@@ -11,11 +12,18 @@
 
 mod support;
 
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
+use actors::{LndCounters, NiDriver, Node, NodeConfig};
+use lnd::socklnd::handshake::connect_reserved;
+use lnd::socklnd::{SockLnd, SockLndConfig};
+use lnd::Lnd;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
-use support::{fabric_pair, frozen, serve, serve_with, Mode, ADMIN, READER};
+use support::{eventually, fabric_pair, frozen, serve, serve_with, Mode, ADMIN, READER, WAIT};
+use tokio::io::AsyncWriteExt;
 
 fn parse(text: &str) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap()
@@ -260,4 +268,99 @@ async fn the_metrics_listener_serves_metrics_alone_without_a_token() {
     beside.shutdown().await;
     alone.shutdown().await;
     api.server.shutdown().await;
+}
+
+/// The closes of a socklnd NI by reason, as the node's view gives them.
+async fn closes(node: &Node) -> std::collections::BTreeMap<&'static str, u64> {
+    let nis = node.lnd_counters().await.unwrap();
+    assert_eq!(nis.len(), 1, "{nis:?}");
+    match &nis[0].counters {
+        LndCounters::Socklnd(c) => c.closes.clone(),
+        other => panic!("not socklnd: {other:?}"),
+    }
+}
+
+#[actix::test]
+async fn socklnd_closes_of_a_silent_and_a_garbage_connection_are_served_by_reason() {
+    let ip = Ipv4Addr::new(127, 0, 79, 1);
+    let hostile = Ipv4Addr::new(127, 0, 79, 2);
+    let node = Node::start(NodeConfig::default());
+    let mut config = SockLndConfig::new(format!("{ip}@tcp").parse().unwrap(), 0x0EB0_0079);
+    config.listen = Some(SocketAddr::from((ip, 0)));
+    // Each read may take 30 s, the whole passive handshake half a second.
+    config.accept_timeout = Duration::from_secs(30);
+    config.handshake_timeout = Duration::from_millis(500);
+    let lnd = SockLnd::start(config, node.handler()).await.unwrap();
+    let acceptor = lnd.local_addr().unwrap();
+    let nid = lnd.nid().to_string();
+    node.add_driver(Arc::new(NiDriver::new(lnd)), 8)
+        .await
+        .unwrap();
+    let api = serve(node.clone(), frozen(), Mode::Https).await;
+
+    // Before any connection: every reason is served, at 0.
+    let m = parse(&api.get("/metrics", Some(READER)).await.text);
+    let closed = |m: &prometheus_parse::Scrape, reason: &str| {
+        value(
+            m,
+            "lnet_router_socklnd_conns_closed_total",
+            &[("nid", &nid), ("reason", reason)],
+        )
+    };
+    for reason in [
+        "handshake_timeout",
+        "bad_acceptor_request",
+        "handshake_limit",
+    ] {
+        assert_eq!(closed(&m, reason), 0.0, "{reason}");
+    }
+
+    // A connection from a reserved port that never sends a byte (no acceptor request, no
+    // HELLO): cut off once its handshake is not done in time.
+    let _silent = connect_reserved(hostile, acceptor, WAIT).await.unwrap();
+    // One that sends garbage where the acceptor request belongs: refused at once.
+    let mut garbage = connect_reserved(hostile, acceptor, WAIT).await.unwrap();
+    garbage.write_all(&[0xde; 16]).await.unwrap();
+
+    let counted = eventually(|| {
+        let node = node.clone();
+        async move {
+            let c = closes(&node).await;
+            (c["handshake_timeout"] >= 1 && c["bad_acceptor_request"] >= 1).then_some(c)
+        }
+    })
+    .await;
+    assert_eq!(counted["handshake_limit"], 0, "{counted:?}");
+
+    let got = api.get("/metrics", Some(READER)).await;
+    assert_eq!(got.status, StatusCode::OK);
+    let m = parse(&got.text);
+    assert!(closed(&m, "handshake_timeout") >= 1.0, "{}", got.text);
+    assert!(closed(&m, "bad_acceptor_request") >= 1.0, "{}", got.text);
+    let reasons = m
+        .samples
+        .iter()
+        .filter(|s| s.metric == "lnet_router_socklnd_conns_closed_total")
+        .count();
+    assert_eq!(reasons, counted.len(), "one series per reason");
+    for by in ["reader", "writer_task"] {
+        assert_eq!(
+            value(
+                &m,
+                "lnet_router_socklnd_writes_total",
+                &[("nid", &nid), ("by", by)]
+            ),
+            0.0,
+            "nothing was written"
+        );
+    }
+    assert!(got
+        .text
+        .contains("# TYPE lnet_router_socklnd_conns_closed_total counter\n"));
+    assert!(
+        !got.text.contains("lnet_router_o2iblnd_"),
+        "no o2iblnd NI, no o2iblnd series"
+    );
+    api.server.shutdown().await;
+    assert!(node.stop_nis().await.unwrap());
 }

@@ -24,7 +24,7 @@ use super::fast_path::{ForwardPath, ForwardingCounts};
 use super::forward::{DrainState, Drained, EndDrain, ForwardsInFlight, StartDrain};
 use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy, UnboundedStream};
 use super::msgs::{
-    AddNi, Counters, GetUdsp, LinksDown, ListNis, ListRecovery, RemoveNi, SetNiHealth,
+    AddNi, Counters, GetUdsp, LinksDown, ListDrivers, ListNis, ListRecovery, RemoveNi, SetNiHealth,
     SetNiNumaNode, SetTunables, SetUdsp, ShowSettings,
 };
 use super::peers::{AddPeer, DelPeer, ListPeers, PeerTable, PeerView};
@@ -38,8 +38,13 @@ use crate::clock::Clock;
 use crate::driver::{Driver, NiDriver};
 use crate::events::EventBus;
 use crate::fault::FaultRules;
+use crate::lnd_counters::NiLndCounters;
 use crate::ni::LocalNiView;
 use crate::router::{RouterActor, RouterPools, ShowBuffers};
+
+/// How long [`Node::lnd_counters`] waits for one NI's LND (o2iblnd answers from its NI
+/// task) before it leaves that NI out.
+const LND_COUNTERS_WAIT: Duration = Duration::from_secs(2);
 
 /// The handle of a node: the API of the LNet endpoint.
 #[derive(Debug, Clone)]
@@ -445,6 +450,24 @@ impl Node {
     /// The local NIs (`lnetctl net show`).
     pub async fn local_nis(&self) -> Result<Vec<LocalNiView>, NodeError> {
         Ok(self.addr.send(ListNis).await?)
+    }
+
+    /// The LND counters of every local NI whose LND keeps some (how its connections and
+    /// connection attempts ended, ...), in the order the NIs were added. An NI whose LND
+    /// does not answer within two seconds is left out.
+    pub async fn lnd_counters(&self) -> Result<Vec<NiLndCounters>, NodeError> {
+        let drivers: Vec<Arc<dyn Driver>> = self.addr.send(ListDrivers).await?;
+        let mut out = Vec::with_capacity(drivers.len());
+        for driver in drivers {
+            let read = tokio::time::timeout(LND_COUNTERS_WAIT, driver.counters()).await;
+            if let Ok(Some(counters)) = read {
+                out.push(NiLndCounters {
+                    nid: driver.nid(),
+                    counters,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// The peers (`lnetctl peer show`).

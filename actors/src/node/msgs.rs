@@ -1,6 +1,6 @@
 //! The management messages of the LNet actor and their handlers: adding and removing
-//! NIs, listing NIs and recovery queues, setting health, tunables, UDSP rules and NUMA
-//! nodes, the show settings and the counters.
+//! NIs, listing NIs, their drivers and recovery queues, setting health, tunables, UDSP
+//! rules and NUMA nodes, the show settings and the counters.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,6 +35,11 @@ pub(super) struct RemoveNi(pub(super) Nid);
 #[derive(Message)]
 #[rtype(result = "Vec<LocalNiView>")]
 pub(super) struct ListNis;
+
+/// The drivers of the local NIs, in NI order.
+#[derive(Message)]
+#[rtype(result = "Vec<Arc<dyn Driver>>")]
+pub(super) struct ListDrivers;
 
 #[derive(Message)]
 #[rtype(result = "Result<Vec<RecoveryEntry<Nid>>, NodeError>")]
@@ -181,6 +186,20 @@ impl Handler<ListNis> for LnetActor {
                 .iter()
                 .filter_map(|n| self.nis.get(n))
                 .map(|e| e.view.borrow().with_cell(&e.cell))
+                .collect(),
+        )
+    }
+}
+
+impl Handler<ListDrivers> for LnetActor {
+    type Result = MessageResult<ListDrivers>;
+
+    fn handle(&mut self, _: ListDrivers, _ctx: &mut Context<Self>) -> MessageResult<ListDrivers> {
+        MessageResult(
+            self.ni_order
+                .iter()
+                .filter_map(|n| self.nis.get(n))
+                .map(|e| Arc::clone(&e.driver))
                 .collect(),
         )
     }

@@ -6,10 +6,11 @@
 //!
 //! The driver keeps its protocol decisions in plain modules that build and test everywhere:
 //! [`config`] (the tunables), [`connect`] (CONNREQ checks and rejects, CONNACK checks, the
-//! reaction to a reject), [`credits`] (the credit flow of a connection) and [`status`]
-//! (send failures to health statuses). [`exchange`] is the data path as a pure state
-//! machine: the IMMEDIATE, PUT and GET exchanges of established connections, driven by
-//! events with the time passed in, answering with actions; its tests run two of them
+//! reaction to a reject), [`credits`] (the credit flow of a connection), [`status`]
+//! (send failures to health statuses) and [`stats`] (the NI's counters). [`exchange`] is
+//! the data path as a pure state machine: the IMMEDIATE, PUT and GET exchanges of
+//! established connections, driven by events with the time passed in, answering with
+//! actions; its tests run two of them
 //! against each other in memory. With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
 //! NI over real verbs and RDMA-CM (`ni`, the I/O layer that drives [`exchange`], with the
 //! C calls confined to `sys`): a listener
@@ -37,6 +38,7 @@ pub mod exchange;
 mod ni;
 #[cfg(feature = "o2ib-verbs")]
 pub mod probe;
+pub mod stats;
 pub mod status;
 #[cfg(feature = "o2ib-verbs")]
 pub mod sys;
@@ -44,4 +46,5 @@ pub mod wire;
 
 pub use config::O2ibLndConfig;
 #[cfg(feature = "o2ib-verbs")]
-pub use ni::{ConnInfo, O2ibLnd, O2ibStats, StartError};
+pub use ni::{ConnInfo, O2ibLnd, StartError};
+pub use stats::O2ibStats;

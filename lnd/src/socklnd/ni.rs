@@ -20,6 +20,7 @@ use super::peer::tx::{PeerTx, Pushed};
 use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use super::tunables::LiveTunables;
+use crate::counters::LndCounters;
 use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
@@ -209,6 +210,10 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             let _ = t.await;
         }
         tracing::info!(nid = %self.shared.me.nid, "socklnd: NI down");
+    }
+
+    async fn counters(&self) -> Option<LndCounters> {
+        Some(LndCounters::Socklnd(self.stats()))
     }
 }
 

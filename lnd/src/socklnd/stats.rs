@@ -93,6 +93,29 @@ impl CloseReason {
         CloseReason::Local,
     ];
 
+    /// A stable snake_case name, for logs and metric labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::UnreservedPort => "unreserved_port",
+            CloseReason::BadAcceptorRequest => "bad_acceptor_request",
+            CloseReason::BadHello => "bad_hello",
+            CloseReason::HandshakeRefused => "handshake_refused",
+            CloseReason::ConnectFailed => "connect_failed",
+            CloseReason::BadFrame => "bad_frame",
+            CloseReason::BadLnetHeader => "bad_lnet_header",
+            CloseReason::BadChecksum => "bad_checksum",
+            CloseReason::Truncated => "truncated",
+            CloseReason::Timeout => "timeout",
+            CloseReason::HandshakeTimeout => "handshake_timeout",
+            CloseReason::HandshakeLimit => "handshake_limit",
+            CloseReason::Reset => "reset",
+            CloseReason::PeerClosed => "peer_closed",
+            CloseReason::UpperLayer => "upper_layer",
+            CloseReason::Sibling => "sibling",
+            CloseReason::Local => "local",
+        }
+    }
+
     /// Whether the peer broke the protocol (as opposed to timeouts, resets, refusals).
     pub fn is_protocol_error(self) -> bool {
         matches!(
@@ -296,6 +319,18 @@ mod tests {
         for (i, r) in CloseReason::ALL.iter().enumerate() {
             assert_eq!(r.index(), i);
         }
+    }
+
+    #[test]
+    fn names_are_distinct_snake_case() {
+        let mut names: Vec<&str> = CloseReason::ALL.iter().map(|r| r.name()).collect();
+        assert!(names
+            .iter()
+            .all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_lowercase() || c == '_')));
+        assert_eq!(CloseReason::HandshakeTimeout.name(), "handshake_timeout");
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), CloseReason::ALL.len());
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //! value, it is used, with the same labels (the `lustre_*` series, module `lnet`); with
 //! [`crate::WebConfig::metrics_exporter_labels`] those also carry the `component="lnet"` and
 //! `target="lnet"` labels of the HPE and GSI exporters. The router's own values carry the
-//! `lnet_router_` prefix (modules `lnet` and `routing`, and the forward drops counted from
-//! the node's events); the process's are the usual `process_*` (module `process`).
-//! `docs/metrics.md` lists every series with the lnetctl field it comes from.
+//! `lnet_router_` prefix (modules `lnet` and `routing`, the LNDs' counters of how their
+//! connections end in module `lnd`, and the forward drops counted from the node's events);
+//! the process's are the usual `process_*` (module `process`). `docs/metrics.md` lists every series with the lnetctl field it comes from.
 
 mod exposition;
+mod lnd;
 mod lnet;
 mod process;
 mod routing;
@@ -39,6 +40,7 @@ pub(crate) async fn render(s: &AppState) -> Result<String, ApiError> {
     let mut x = Exposition::new(lustre_labels);
     lnet::write(&mut x, s).await?;
     routing::write(&mut x, s).await?;
+    lnd::write(&mut x, s).await?;
     write_drops(&mut x, &s.shared.drops);
     process::write(&mut x);
     Ok(x.finish())

@@ -104,6 +104,36 @@ pub enum RejWhy {
 }
 
 impl RejWhy {
+    /// Every reason with a name of its own, in wire order (1 to 9).
+    pub const NAMED: [RejWhy; 9] = [
+        RejWhy::ConnRace,
+        RejWhy::NoResources,
+        RejWhy::Fatal,
+        RejWhy::ConnUncompat,
+        RejWhy::ConnStale,
+        RejWhy::RdmaFrags,
+        RejWhy::MsgQueueSize,
+        RejWhy::InvalidSrvId,
+        RejWhy::Early,
+    ];
+
+    /// A stable snake_case name (the kernel's `IBLND_REJECT_*` without the prefix), for
+    /// logs and metric labels; `other` for any value without a name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RejWhy::ConnRace => "conn_race",
+            RejWhy::NoResources => "no_resources",
+            RejWhy::Fatal => "fatal",
+            RejWhy::ConnUncompat => "conn_uncompat",
+            RejWhy::ConnStale => "conn_stale",
+            RejWhy::RdmaFrags => "rdma_frags",
+            RejWhy::MsgQueueSize => "msg_queue_size",
+            RejWhy::InvalidSrvId => "invalid_srv_id",
+            RejWhy::Early => "early",
+            RejWhy::Other(_) => "other",
+        }
+    }
+
     /// The reason with this wire value.
     pub fn from_u8(v: u8) -> RejWhy {
         match v {
@@ -250,6 +280,19 @@ mod tests {
                 connparams: ConnParams::DEFAULT,
             }),
         }
+    }
+
+    #[test]
+    fn named_reasons_are_the_wire_values_one_to_nine_with_distinct_names() {
+        let codes: Vec<u8> = RejWhy::NAMED.iter().map(|w| w.to_u8()).collect();
+        assert_eq!(codes, (1..=9).collect::<Vec<u8>>());
+        let mut names: Vec<&str> = RejWhy::NAMED.iter().map(|w| w.name()).collect();
+        assert_eq!(names[0], "conn_race");
+        names.push(RejWhy::from_u8(0).name());
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), 10, "{names:?}");
+        assert_eq!(RejWhy::from_u8(42).name(), "other");
     }
 
     #[test]
