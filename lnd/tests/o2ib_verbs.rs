@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -787,6 +788,11 @@ impl HostileTally {
     }
 }
 
+/// The QP number the next hostile CONNREQ announces: one of its own across every
+/// [`Hostile`] of the run (requesters on the same device share its CA, and the passive
+/// side's IB CM takes a QP number it has seen from that CA as a stale connection).
+static NEXT_HOSTILE_QP: AtomicU32 = AtomicU32::new(0x80_0000);
+
 impl Hostile {
     fn new(src: Ipv4Addr, dst: SocketAddrV4) -> Hostile {
         let ch = sys::EventChannel::new().unwrap();
@@ -814,7 +820,7 @@ impl Hostile {
                 HostileId {
                     id,
                     private_data: private_data.to_vec(),
-                    qp_num: 0x80_0000 + u32::try_from(self.ids.len()).unwrap(),
+                    qp_num: NEXT_HOSTILE_QP.fetch_add(1, Ordering::Relaxed),
                     answered: false,
                     stalled: false,
                 },
@@ -1102,6 +1108,93 @@ async fn hostile_cm_requesters_are_bounded_while_good_puts_flow() {
          (includes its connect), {mbps_flood:.1} MB/s during the flood, {mbps_after:.1} MB/s after"
     );
     drop(h);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+/// Requesters on two addresses, each within `max_handshakes_per_addr`, together meet
+/// `max_handshakes`: the CONNREQs over it are rejected (`IBLND_REJECT_NO_RESOURCES`), a peer
+/// connected before keeps sending, and once the half-open connections are torn down new
+/// handshakes are taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incoming_handshakes_are_bounded_across_addresses() {
+    let Some(vm) = vm("incoming_handshakes_are_bounded_across_addresses") else {
+        return;
+    };
+    let Some(second_ip) = std::env::var("RDMAVM_IP2")
+        .ok()
+        .and_then(|v| v.parse::<Ipv4Addr>().ok())
+    else {
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED incoming_handshakes_are_bounded_across_addresses: RDMAVM_IP2 is unset"
+        );
+        return;
+    };
+    let port = 31988;
+    let mut cb = config(vm.ip[1], port);
+    // Connect timeout max(5 s, timeout / 4): 5 s.
+    cb.timeout = Duration::from_secs(20);
+    cb.max_handshakes_per_addr = 4;
+    cb.max_handshakes = 6;
+    let mut b = Node::start(cb, Mode::Receive).await;
+    // A peer connected before the requesters come.
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    let mbps_before = timed_puts(&mut a, &mut b, 1, 8).await;
+    let dst = SocketAddrV4::new(vm.ip[1], port);
+    let b_nid = b.nid();
+    let connreq = |from: Ipv4Addr| {
+        KibMsg {
+            version: Version::V2,
+            credits: 0,
+            srcnid: o2ib(from),
+            srcstamp: 0xbad,
+            dstnid: b_nid,
+            dststamp: 0,
+            body: Body::ConnReq(ConnParams::DEFAULT),
+        }
+        .encode()
+        .unwrap()
+    };
+    let mut first = Hostile::new(second_ip, dst);
+    let t = first.connect(4, &connreq(second_ip)).await;
+    println!("requester on {second_ip}: 4 CONNREQs -> {t:?}");
+    assert_eq!(t.stalled, 4, "within both bounds");
+    // The second requester shares the connected peer's address: 4 more would be within
+    // that address's bound, but only 2 fit under the bound of all.
+    // (It claims a NID of no peer: one naming the connected peer's would be that peer
+    // reconnecting.)
+    let mut second = Hostile::new(vm.ip[0], dst);
+    let t = second
+        .connect(4, &connreq(Ipv4Addr::new(10, 0, 0, 99)))
+        .await;
+    println!("requester on {}: 4 CONNREQs -> {t:?}", vm.ip[0]);
+    assert_eq!(t.stalled, 2);
+    assert_eq!(t.rejected, HashMap::from([(2u8, 2usize)]), "NO_RESOURCES");
+    let s = b.lnd.stats().await.unwrap();
+    assert_eq!((s.handshakes, s.handshake_limit_rejects), (6, 2), "{s:?}");
+    // The connected peer is not held up by them.
+    let mbps_held = timed_puts(&mut a, &mut b, 1001, 8).await;
+
+    // Torn down after the connect timeout; then a handshake is taken again.
+    let deadline = Instant::now() + WAIT;
+    let s = loop {
+        let s = b.lnd.stats().await.unwrap();
+        if s.handshakes == 0 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "half-open left: {s:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(s.handshake_timeouts, 6);
+    let t = first.connect(1, &connreq(second_ip)).await;
+    assert_eq!(t.stalled, 1, "taken again: {t:?}");
+    println!(
+        "connected peer, 8 x 1 MiB PUT: {mbps_before:.1} MB/s before, {mbps_held:.1} MB/s with 6 half-open \
+         handshakes held and 2 CONNREQs refused"
+    );
+    drop(first);
+    drop(second);
     a.lnd.stop().await;
     b.lnd.stop().await;
 }

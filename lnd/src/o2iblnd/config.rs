@@ -25,6 +25,11 @@ pub const DEFAULT_MAX_CONNS: usize = 32;
 /// one IP address. The kernel has no such bound; a well-behaved peer has one connection
 /// per NI (`conns_per_peer` 1) and rarely more than one in handshake at once.
 pub const DEFAULT_MAX_HANDSHAKES_PER_ADDR: usize = 4;
+
+/// Default [`O2ibLndConfig::max_handshakes`]: half the connections, so that requesters
+/// on many addresses together leave the other half to peers that complete their
+/// handshakes.
+pub const DEFAULT_MAX_HANDSHAKES: usize = DEFAULT_MAX_CONNS / 2;
 /// Bytes of one bulk buffer: `LNET_MTU`.
 pub const BULK_BUFFER_BYTES: usize = 1 << 20;
 
@@ -65,6 +70,9 @@ pub struct O2ibLndConfig {
     /// Incoming connections in handshake (accepted, waiting for the requester's RTU) from
     /// one IP address; a CONNREQ over it is rejected with `IBLND_REJECT_NO_RESOURCES`.
     pub max_handshakes_per_addr: usize,
+    /// Incoming connections in handshake from all addresses together; a CONNREQ over it
+    /// is rejected with `IBLND_REJECT_NO_RESOURCES`.
+    pub max_handshakes: usize,
 }
 
 /// A configuration that cannot run.
@@ -116,6 +124,7 @@ impl O2ibLndConfig {
             bulk_buffers: DEFAULT_BULK_BUFFERS,
             max_conns: DEFAULT_MAX_CONNS,
             max_handshakes_per_addr: DEFAULT_MAX_HANDSHAKES_PER_ADDR,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
         }
     }
 
@@ -172,6 +181,7 @@ impl O2ibLndConfig {
                 self.max_handshakes_per_addr,
                 1 << 16,
             ),
+            ("max_handshakes", self.max_handshakes, 1 << 16),
         ] {
             if got == 0 || got > max {
                 return Err(ConfigError::PoolSize { what, got, max });
@@ -202,6 +212,16 @@ mod tests {
         let tcp = O2ibLndConfig::new("10.0.0.1@tcp".parse().unwrap(), 1);
         assert!(matches!(tcp.validate(), Err(ConfigError::NotO2ib { .. })));
         assert_eq!(c.max_handshakes_per_addr, 4);
+        assert_eq!(c.max_handshakes, 16);
+        let mut none = c.clone();
+        none.max_handshakes = 0;
+        assert!(matches!(
+            none.validate(),
+            Err(ConfigError::PoolSize {
+                what: "max_handshakes",
+                ..
+            })
+        ));
         let mut unbounded = c.clone();
         unbounded.max_handshakes_per_addr = 0;
         assert!(matches!(

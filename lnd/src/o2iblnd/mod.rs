@@ -20,8 +20,8 @@
 //! deadlines, and connection events mapped to health statuses and
 //! [`crate::LndHandler::on_peer_down`]. Against hostile requesters, an incoming connection
 //! that never completes its handshake is torn down after the connect timeout, and CONNREQs
-//! beyond `max_handshakes_per_addr` connections in handshake from one address are rejected
-//! (`IBLND_REJECT_NO_RESOURCES`). The feature needs libibverbs and librdmacm (and
+//! beyond `max_handshakes_per_addr` connections in handshake from one address, or
+//! `max_handshakes` from all, are rejected (`IBLND_REJECT_NO_RESOURCES`). The feature needs libibverbs and librdmacm (and
 //! the build tools of the `ibverbs` crate), which a plain `cargo test` does not.
 //!
 //! What this NI does not do yet: originate an optimised GET (a GET always goes as an

@@ -31,7 +31,8 @@ pub struct O2ibStats {
     /// handshake (no RTU, so no ESTABLISHED) within the connect timeout.
     pub handshake_timeouts: u64,
     /// CONNREQs rejected (`IBLND_REJECT_NO_RESOURCES`) because their address already had
-    /// `max_handshakes_per_addr` connections in handshake.
+    /// `max_handshakes_per_addr` connections in handshake, or all addresses together
+    /// `max_handshakes`.
     pub handshake_limit_rejects: u64,
     /// Connections in handshake now (both directions), each holding a QP and receive
     /// buffers.

@@ -510,11 +510,23 @@ impl<H: LndHandler> State<H> {
                 connack,
             } => {
                 if let Some(ip) = addr {
-                    let in_handshake = self.handshakes_from(ip);
-                    if in_handshake >= self.cfg.max_handshakes_per_addr {
-                        self.refuse_over_limit(&id, ip, peer, version, in_handshake);
+                    let from_ip = self.handshakes_from(ip);
+                    if from_ip >= self.cfg.max_handshakes_per_addr {
+                        self.refuse_over_limit(
+                            &id,
+                            ip,
+                            peer,
+                            version,
+                            HandshakeLimit::Address(from_ip),
+                        );
                         return;
                     }
+                }
+                let all = self.handshakes_from_all();
+                if all >= self.cfg.max_handshakes {
+                    let ip = addr.unwrap_or(Ipv4Addr::UNSPECIFIED);
+                    self.refuse_over_limit(&id, ip, peer, version, HandshakeLimit::All(all));
+                    return;
                 }
                 let bytes = match connack.encode() {
                     Ok(b) => b,
@@ -545,6 +557,14 @@ impl<H: LndHandler> State<H> {
         }
     }
 
+    /// Incoming connections in handshake now, from any address.
+    fn handshakes_from_all(&self) -> usize {
+        self.conns
+            .values()
+            .filter(|c| c.state == ConnState::Accepting)
+            .count()
+    }
+
     /// Incoming connections from `ip` in handshake now.
     pub(super) fn handshakes_from(&self, ip: Ipv4Addr) -> usize {
         self.conns
@@ -553,16 +573,16 @@ impl<H: LndHandler> State<H> {
             .count()
     }
 
-    /// Rejects a CONNREQ from `ip`, which already has `in_handshake` connections in
-    /// handshake, with `IBLND_REJECT_NO_RESOURCES`: counted, and logged for the first
-    /// refusal of the address and every 100th after it.
+    /// Rejects a CONNREQ from `ip` over the bound `limit` says, with
+    /// `IBLND_REJECT_NO_RESOURCES`: counted, and logged for the first refusal of the
+    /// address and every 100th after it.
     fn refuse_over_limit(
         &mut self,
         id: &CmId,
         ip: Ipv4Addr,
         peer: Nid,
         version: Version,
-        in_handshake: usize,
+        limit: HandshakeLimit,
     ) {
         let rej = self.me.rej(version, RejWhy::NoResources);
         bump(&mut self.stats.rejects_sent, RejWhy::NoResources.to_u8());
@@ -570,13 +590,22 @@ impl<H: LndHandler> State<H> {
         let refused = self.limit_refused.entry(ip).or_default();
         *refused += 1;
         if *refused % 100 == 1 {
-            tracing::warn!(
-                addr = %ip,
-                %peer,
-                in_handshake,
-                refused = *refused,
-                "o2iblnd: too many connections in handshake from this address, CONNREQ rejected (NO_RESOURCES)"
-            );
+            match limit {
+                HandshakeLimit::Address(in_handshake) => tracing::warn!(
+                    addr = %ip,
+                    %peer,
+                    in_handshake,
+                    refused = *refused,
+                    "o2iblnd: too many connections in handshake from this address, CONNREQ rejected (NO_RESOURCES)"
+                ),
+                HandshakeLimit::All(in_handshake) => tracing::warn!(
+                    addr = %ip,
+                    %peer,
+                    in_handshake,
+                    refused = *refused,
+                    "o2iblnd: too many connections in handshake from all addresses, CONNREQ rejected (NO_RESOURCES)"
+                ),
+            }
         }
         if let Err(e) = id.reject(&rej.encode()) {
             tracing::debug!(addr = %ip, error = %e, "o2iblnd: rdma_reject failed");
@@ -685,4 +714,14 @@ impl<H: LndHandler> State<H> {
             );
         }
     }
+}
+
+/// Which bound on incoming connections in handshake a CONNREQ went over, and how many
+/// there were.
+#[derive(Debug, Clone, Copy)]
+enum HandshakeLimit {
+    /// `max_handshakes_per_addr`, from the requester's address.
+    Address(usize),
+    /// `max_handshakes`, from all addresses.
+    All(usize),
 }
