@@ -7,7 +7,8 @@
 //! The driver keeps its protocol decisions in plain modules that build and test everywhere:
 //! [`config`] (the tunables), [`connect`] (CONNREQ checks and rejects, CONNACK checks, the
 //! reaction to a reject), [`credits`] (the credit flow of a connection) and [`status`]
-//! (send failures to health statuses). [`exchange`] is the data path as a pure state
+//! (send failures to health statuses), [`tunables`] (the `timeout` that changes while the
+//! NI runs). [`exchange`] is the data path as a pure state
 //! machine: the IMMEDIATE, PUT and GET exchanges of established connections, driven by
 //! events with the time passed in, answering with actions; its tests run two of them
 //! against each other in memory. With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
@@ -40,8 +41,10 @@ pub mod probe;
 pub mod status;
 #[cfg(feature = "o2ib-verbs")]
 pub mod sys;
+pub mod tunables;
 pub mod wire;
 
 pub use config::O2ibLndConfig;
 #[cfg(feature = "o2ib-verbs")]
 pub use ni::{ConnInfo, O2ibLnd, O2ibStats, StartError};
+pub use tunables::LiveTunables;
