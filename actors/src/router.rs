@@ -391,7 +391,10 @@ mod tests {
         };
         memory.resize(10, 0);
         pools.release_with(t, memory.freeze());
-        let t = answer.try_recv().expect("granted on release").expect("a buffer");
+        let t = answer
+            .try_recv()
+            .expect("granted on release")
+            .expect("a buffer");
         assert_eq!(pools.buffer(&t).as_ptr(), at);
     }
 }
