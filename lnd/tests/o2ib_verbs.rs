@@ -563,6 +563,45 @@ async fn a_peer_that_stops_answering_times_out_its_sends() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timeout_changed_while_the_ni_runs_bounds_the_next_send() {
+    let Some(vm) = vm("a_timeout_changed_while_the_ni_runs_bounds_the_next_send") else {
+        return;
+    };
+    let port = 32987;
+    let b = Node::start(config(vm.ip[1], port), Mode::HoldFrom(1)).await;
+    // A starts with the default timeout (50 s) and is connected to B with it.
+    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
+    let started_with = a.lnd.tunables().timeout();
+    let p = pattern(64, 0);
+    a.send(0, b.nid(), put(a.nid(), b.nid(), &p, 0), p).await;
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    // `net set --lnd-timeout 4` while it runs: the next PUT, whose PUT_REQ B never
+    // answers, is cut off by the new timeout.
+    let timeout = Duration::from_secs(4);
+    a.lnd.tunables().set_timeout(timeout).unwrap();
+    let p = pattern(1 << 20, 1);
+    let t0 = Instant::now();
+    a.send(1, b.nid(), put(a.nid(), b.nid(), &p, 1), p).await;
+    let d = a.completion().await;
+    let took = t0.elapsed();
+    println!(
+        "o2iblnd timeout {started_with:?} changed to {timeout:?} while running: the unanswered \
+         PUT ended after {:.1} s with {:?}",
+        took.as_secs_f64(),
+        d.status
+    );
+    assert_eq!(d.id, TxId(1));
+    assert_eq!(d.status, HealthStatus::RemoteTimeout);
+    assert!(
+        took < started_with / 2,
+        "bounded by the new timeout, not the one the NI started with: {took:?}"
+    );
+    b.handler.release.notify_one();
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_killed_mid_transfer_drops_the_sends() {
     let Some(vm) = vm("a_peer_killed_mid_transfer_drops_the_sends") else {
         return;

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use actors::show::NiDescription;
 use lnd::o2iblnd::credits::{clamp_concurrent_sends, clamp_peercredits_hiw};
-use lnd::o2iblnd::O2ibLndConfig;
+use lnd::o2iblnd::{LiveTunables as O2ibLiveTunables, O2ibLndConfig};
 use lnd::socklnd::LiveTunables;
 use lnet::config::LndTunables;
 
@@ -29,11 +29,16 @@ pub fn socklnd(t: &LiveTunables, interface: Option<String>) -> NiDescription {
     }
 }
 
-/// An o2iblnd NI: `peercredits_hiw` and `concurrent_sends` as the LND clamps them,
-/// `map_on_demand` false (payloads are copied into buffers registered once; nothing is
-/// mapped per message), `ntx`, one connection per peer, `timeout` in seconds and `tos`
-/// -1. The FMR keys are left out: there is no FMR pool.
-pub fn o2iblnd(c: &O2ibLndConfig, interface: Option<String>) -> NiDescription {
+/// An o2iblnd NI started with `c`: `peercredits_hiw` and `concurrent_sends` as the LND
+/// clamps them, `map_on_demand` false (payloads are copied into buffers registered once;
+/// nothing is mapped per message), `ntx`, one connection per peer, the `timeout` it runs
+/// with now (`live`) in seconds and `tos` -1. The FMR keys are left out: there is no FMR
+/// pool.
+pub fn o2iblnd(
+    c: &O2ibLndConfig,
+    live: &O2ibLiveTunables,
+    interface: Option<String>,
+) -> NiDescription {
     NiDescription {
         interfaces: interface.into_iter().collect(),
         lnd_tunables: Some(LndTunables {
@@ -49,7 +54,7 @@ pub fn o2iblnd(c: &O2ibLndConfig, interface: Option<String>) -> NiDescription {
             map_on_demand: Some(false),
             ntx: Some(u16::try_from(c.ntx).unwrap_or(u16::MAX)),
             conns_per_peer: Some(1),
-            timeout: Some(secs(c.timeout)),
+            timeout: Some(secs(live.timeout())),
             tos: Some(-1),
             ..LndTunables::default()
         }),
@@ -66,7 +71,8 @@ mod tests {
     #[test]
     fn o2ib_tunables_are_the_lnd_settings_in_lnetctl_keys() {
         let c = O2ibLndConfig::new("10.0.0.1@o2ib".parse().unwrap(), 1);
-        let d = o2iblnd(&c, Some("ib0".to_owned()));
+        let live = O2ibLiveTunables::new(&c);
+        let d = o2iblnd(&c, &live, Some("ib0".to_owned()));
         assert_eq!(d.interfaces, ["ib0"]);
         let t = d.lnd_tunables.unwrap();
         // The kernel's defaults for peer_credits 8 (the capture's values).
@@ -77,6 +83,10 @@ mod tests {
         assert_eq!((t.conns_per_peer, t.tos), (Some(1), Some(-1)));
         assert_eq!(t.map_on_demand, Some(false));
         assert_eq!(t.fmr_pool_size, None);
+        // `net set --lnd-timeout` while it runs: shown at once.
+        live.set_timeout(Duration::from_secs(12)).unwrap();
+        let t = o2iblnd(&c, &live, None).lnd_tunables.unwrap();
+        assert_eq!(t.timeout, Some(12));
     }
 
     #[test]

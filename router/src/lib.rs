@@ -10,6 +10,7 @@
 //! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
 //! * [`api`]: its REST API, with the store's tokens and event log;
+//! * [`tcp_ni`], [`o2ib_ni`]: starting a socklnd or o2iblnd NI, at start and at run time;
 //! * [`net_control`]: NIs added and deleted on the running daemon (`net add|del`);
 //! * [`cli`]: the lnetctl-style subcommands, talking to a daemon over that API;
 //! * [`demo`]: a routed topology (two end nodes, two routers) in one process.
@@ -22,6 +23,7 @@ pub mod link;
 pub mod locate;
 pub mod net_control;
 pub mod numa;
+pub mod o2ib_ni;
 pub mod plan;
 pub mod run;
 pub mod startup;

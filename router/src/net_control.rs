@@ -1,9 +1,10 @@
 //! Local NIs added and deleted on the running daemon (`net add|del` through the API): the
 //! new NI is checked as a start from the store would check it ([`crate::plan`]), started by
-//! the code that starts the configured NIs ([`crate::tcp_ni`]), on the system thread, and kept
-//! in the store, so that a restart from the store alone brings it back. The socklnd settings
-//! `net set` changes (`conns_per_peer`, the LND timeout) are kept in the NIs' `lnd
-//! tunables` in the store and set on the running LNDs, whose `net show` says so at once.
+//! the code that starts the configured NIs ([`crate::tcp_ni`], [`crate::o2ib_ni`] in a build
+//! with the `o2ib` feature), on the system thread, and kept in the store, so that a restart
+//! from the store alone brings it back. The LND settings `net set` changes (socklnd's
+//! `conns_per_peer`, the socklnd and o2iblnd timeouts) are kept in the NIs' `lnd tunables`
+//! in the store and set on the running LNDs, whose `net show` says so at once.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -17,7 +18,7 @@ use web::{NiControl, NiControlError, NiFuture, NiSpec};
 
 use crate::plan::{HostInterfaces, Interfaces, PlanError};
 
-/// Starts and stops the socklnd NIs of a running node, and keeps them in its store.
+/// Starts and stops the NIs of a running node, and keeps them in its store.
 #[derive(Debug, Clone)]
 pub struct RuntimeNis {
     node: Node,
@@ -27,6 +28,8 @@ pub struct RuntimeNis {
     /// The running socklnd NIs (configured and added here), whose settings `net set`
     /// changes.
     socklnd: crate::tcp_ni::SockNis,
+    /// The running o2ib NIs, likewise.
+    o2ib: crate::o2ib_ni::O2ibNis,
     system: actix::ArbiterHandle,
     /// Held while an NI is added or deleted, so that two changes do not check against the
     /// same state.
@@ -37,14 +40,15 @@ pub struct RuntimeNis {
 
 impl RuntimeNis {
     /// For `node`, kept in `store`; new NIs share this run's `incarnation` and `cpts`, and
-    /// start on `system`, the thread the configured NIs started on; `socklnd`: the running
-    /// socklnd NIs.
+    /// start on `system`, the thread the configured NIs started on; `socklnd` and `o2ib`:
+    /// the running NIs of each LND.
     pub fn new(
         node: Node,
         store: Arc<Store>,
         incarnation: u64,
         cpts: lnd::socklnd::Cpts,
         socklnd: crate::tcp_ni::SockNis,
+        o2ib: crate::o2ib_ni::O2ibNis,
         system: actix::ArbiterHandle,
     ) -> RuntimeNis {
         RuntimeNis {
@@ -53,6 +57,7 @@ impl RuntimeNis {
             incarnation,
             cpts,
             socklnd,
+            o2ib,
             system,
             changing: Arc::default(),
             watches: Arc::default(),
@@ -86,6 +91,16 @@ impl RuntimeNis {
 
     async fn add(self, spec: NiSpec) -> Result<Nid, NiControlError> {
         let _changing = self.changing.lock().await;
+        let lnd = spec.net.lnd;
+        if lnd == LndType::O2IBLND && spec.conns_per_peer.is_some_and(|c| c > 1) {
+            return Err(NiControlError::Unsupported {
+                field: "conns_per_peer".to_owned(),
+                message: format!(
+                    "net {}: o2iblnd keeps one connection per peer here",
+                    spec.net
+                ),
+            });
+        }
         let nid = resolve_nid(&spec, &HostInterfaces)?;
         let node_err = |e: NodeError| NiControlError::Start {
             message: e.to_string(),
@@ -100,7 +115,7 @@ impl RuntimeNis {
         {
             return Err(NiControlError::Exists { nid });
         }
-        let local = local_ni(&spec, nid, self.sock_timeout());
+        let local = local_ni(&spec, nid, self.lnd_timeout(lnd));
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("the store cannot be read or written: {e}"),
         };
@@ -123,7 +138,14 @@ impl RuntimeNis {
                 PlanError::Refused { problems, .. } => {
                     let first = problems.into_iter().next();
                     NiControlError::Invalid {
-                        field: first.as_ref().map_or("net".to_owned(), |p| p.key.clone()),
+                        field: first.as_ref().map_or("net".to_owned(), |p| {
+                            // A net this build cannot run: the request's `net`.
+                            if p.key.ends_with(".net type") {
+                                "net".to_owned()
+                            } else {
+                                p.key.clone()
+                            }
+                        }),
                         message: first.map_or_else(String::new, |p| p.message),
                     }
                 }
@@ -133,38 +155,10 @@ impl RuntimeNis {
                 },
             },
         )?;
-        let Some(ni) = plan.nis.into_iter().find(|n| n.nid == nid) else {
-            return Err(NiControlError::Invalid {
-                field: "net".to_owned(),
-                message: format!("net {} does not run on socklnd", spec.net),
-            });
-        };
-        let (node, incarnation, cpts) = (self.node.clone(), self.incarnation, self.cpts.clone());
-        let link = ni.interface.clone();
-        let watch = self
-            .on_system(async move {
-                let started = crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
-                let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
-                let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
-                    actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
-                });
-                Ok::<_, crate::tcp_ni::NiStartError>((started, watch))
-            })
-            .await?
-            .map_err(|e| NiControlError::Start {
-                message: std::error::Error::source(&e)
-                    .map_or_else(|| e.to_string(), ToString::to_string),
-            })?;
-        let (started, watch) = watch;
-        if let (Some(w), Ok(mut watches)) = (watch, self.watches.lock()) {
-            watches.insert(nid, w);
-        }
-        if let Ok(mut nis) = self.socklnd.lock() {
-            nis.insert(nid, started);
-        }
+        self.start(plan, nid).await?;
         if let Err(e) = self.store.add_local_ni(spec.net, &local) {
             self.end_watch(nid);
-            self.forget_socklnd(nid);
+            self.forget(nid);
             let node = self.node.clone();
             let _ = self
                 .on_system(async move { node.remove_ni(nid).await })
@@ -174,6 +168,54 @@ impl RuntimeNis {
             });
         }
         Ok(nid)
+    }
+
+    /// Starts NI `nid` of `plan` (the store with it) on the system thread, with the code
+    /// that starts the configured NIs of its LND, and records its live settings.
+    async fn start(&self, plan: crate::plan::Plan, nid: Nid) -> Result<(), NiControlError> {
+        let start_err = |e: crate::tcp_ni::NiStartError| NiControlError::Start {
+            message: std::error::Error::source(&e)
+                .map_or_else(|| e.to_string(), ToString::to_string),
+        };
+        if let Some(ni) = plan.nis.into_iter().find(|n| n.nid == nid) {
+            let (node, incarnation, cpts) =
+                (self.node.clone(), self.incarnation, self.cpts.clone());
+            let link = ni.interface.clone();
+            let (started, watch) = self
+                .on_system(async move {
+                    let started = crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
+                    let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
+                    let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
+                        actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
+                    });
+                    Ok::<_, crate::tcp_ni::NiStartError>((started, watch))
+                })
+                .await?
+                .map_err(start_err)?;
+            if let (Some(w), Ok(mut watches)) = (watch, self.watches.lock()) {
+                watches.insert(nid, w);
+            }
+            if let Ok(mut nis) = self.socklnd.lock() {
+                nis.insert(nid, started);
+            }
+            return Ok(());
+        }
+        #[cfg(feature = "o2ib")]
+        if let Some(ni) = plan.o2ib_nis.into_iter().find(|n| n.nid == nid) {
+            let (node, incarnation) = (self.node.clone(), self.incarnation);
+            let started = self
+                .on_system(async move { crate::o2ib_ni::start(&node, &ni, incarnation).await })
+                .await?
+                .map_err(start_err)?;
+            if let Ok(mut nis) = self.o2ib.lock() {
+                nis.insert(nid, started);
+            }
+            return Ok(());
+        }
+        Err(NiControlError::Invalid {
+            field: "net".to_owned(),
+            message: format!("net {} cannot run in this build", nid.net),
+        })
     }
 
     async fn remove(self, nid: Nid) -> Result<(), NiControlError> {
@@ -192,7 +234,7 @@ impl RuntimeNis {
             }
         }
         self.end_watch(nid);
-        self.forget_socklnd(nid);
+        self.forget(nid);
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("NI {nid} was stopped but its deletion could not be kept: {e}"),
         };
@@ -217,9 +259,12 @@ impl RuntimeNis {
 }
 
 impl RuntimeNis {
-    /// Forgets the live settings of socklnd NI `nid`, which stopped.
-    fn forget_socklnd(&self, nid: Nid) {
+    /// Forgets the live settings of NI `nid`, which stopped.
+    fn forget(&self, nid: Nid) {
         if let Ok(mut nis) = self.socklnd.lock() {
+            nis.remove(&nid);
+        }
+        if let Ok(mut nis) = self.o2ib.lock() {
             nis.remove(&nid);
         }
     }
@@ -235,14 +280,37 @@ impl RuntimeNis {
         nis
     }
 
-    /// The timeout (seconds) an NI added now runs with when it is not socklnd's default:
-    /// the one the running socklnd NIs share after `net set --lnd-timeout` (that of the
-    /// first, in NID order), as the kernel's module parameter is the whole LND's.
-    fn sock_timeout(&self) -> Option<u32> {
-        let (_, first) = self.socklnd_nis().into_iter().next()?;
-        let t = first.tunables.timeout();
-        (t != lnd::socklnd::config::DEFAULT_SOCK_TIMEOUT)
-            .then(|| u32::try_from(t.as_secs()).unwrap_or(u32::MAX))
+    /// The running o2ib NIs, in NID order.
+    fn o2ib_nis(&self) -> Vec<(Nid, crate::o2ib_ni::O2ibRunning)> {
+        let mut nis: Vec<_> = self
+            .o2ib
+            .lock()
+            .map(|n| n.iter().map(|(k, v)| (*k, v.clone())).collect())
+            .unwrap_or_default();
+        nis.sort_by_key(|(nid, _)| *nid);
+        nis
+    }
+
+    /// The timeout (seconds) an NI of LND `lnd` added now runs with when it is not the
+    /// LND's default: the one its running NIs share after `net set --lnd-timeout` (that of
+    /// the first, in NID order), as the kernel's module parameter is the whole LND's.
+    fn lnd_timeout(&self, lnd: LndType) -> Option<u32> {
+        let (t, default) = if lnd == LndType::SOCKLND {
+            let (_, first) = self.socklnd_nis().into_iter().next()?;
+            (
+                first.tunables.timeout(),
+                lnd::socklnd::config::DEFAULT_SOCK_TIMEOUT,
+            )
+        } else if lnd == LndType::O2IBLND {
+            let (_, first) = self.o2ib_nis().into_iter().next()?;
+            (
+                first.tunables.timeout(),
+                lnd::o2iblnd::config::DEFAULT_TIMEOUT,
+            )
+        } else {
+            return None;
+        };
+        (t != default).then(|| u32::try_from(t.as_secs()).unwrap_or(u32::MAX))
     }
 
     /// Changes the store's record of each NI of `nids` with `change`, net by net: all of
@@ -321,25 +389,49 @@ impl RuntimeNis {
     }
 
     async fn set_lnd_timeout(self, lnd: LndType, seconds: u32) -> Result<Vec<Nid>, NiControlError> {
-        if lnd != LndType::SOCKLND || seconds == 0 {
-            return Err(NiControlError::Unsupported {
+        let unsupported = |message: String| NiControlError::Unsupported {
+            field: "net".to_owned(),
+            message,
+        };
+        if seconds == 0 {
+            return Err(unsupported(
+                "an LND timeout of 0 is not supported: give seconds".to_owned(),
+            ));
+        }
+        if lnd == LndType::O2IBLND && !cfg!(feature = "o2ib") {
+            return Err(NiControlError::Invalid {
                 field: "net".to_owned(),
-                message: "only a socklnd timeout of at least 1 second can be set while it runs"
+                message: "o2ib nets need the o2ib LND, which this build leaves out \
+                          (feature `o2ib`)"
                     .to_owned(),
             });
         }
+        if lnd != LndType::SOCKLND && lnd != LndType::O2IBLND {
+            return Err(unsupported(
+                "only the socklnd and o2iblnd timeouts can be set while they run".to_owned(),
+            ));
+        }
         let _changing = self.changing.lock().await;
-        let targets = self.socklnd_nis();
+        let timeout = std::time::Duration::from_secs(u64::from(seconds));
+        let invalid = |e: &dyn std::error::Error| NiControlError::Invalid {
+            field: "value".to_owned(),
+            message: e.to_string(),
+        };
+        if lnd == LndType::SOCKLND {
+            let targets = self.socklnd_nis();
+            let nids: Vec<Nid> = targets.iter().map(|(n, _)| *n).collect();
+            self.keep_lnd_tunables(&nids, |t| t.timeout = Some(seconds))?;
+            for (nid, ni) in &targets {
+                ni.tunables.set_timeout(timeout).map_err(|e| invalid(&e))?;
+                ni.describe(&self.node, *nid);
+            }
+            return Ok(nids);
+        }
+        let targets = self.o2ib_nis();
         let nids: Vec<Nid> = targets.iter().map(|(n, _)| *n).collect();
         self.keep_lnd_tunables(&nids, |t| t.timeout = Some(seconds))?;
-        let timeout = std::time::Duration::from_secs(u64::from(seconds));
         for (nid, ni) in &targets {
-            ni.tunables
-                .set_timeout(timeout)
-                .map_err(|e| NiControlError::Invalid {
-                    field: "value".to_owned(),
-                    message: e.to_string(),
-                })?;
+            ni.tunables.set_timeout(timeout).map_err(|e| invalid(&e))?;
             ni.describe(&self.node, *nid);
         }
         Ok(nids)
@@ -417,9 +509,13 @@ fn resolve_nid(spec: &NiSpec, ifs: &dyn Interfaces) -> Result<Nid, NiControlErro
     }
 }
 
-/// The NI as the store keeps it: its NID, its interface, the tunables given, and the
-/// socklnd `timeout` (seconds) the running NIs have, when not the default.
+/// The NI as the store keeps it: its NID, its interface, the tunables given, and the LND
+/// `timeout` (seconds) the running NIs of its LND have, when not the default. An o2ib NI
+/// keeps no `conns_per_peer` (its LND has one connection per peer).
 fn local_ni(spec: &NiSpec, nid: Nid, timeout: Option<u32>) -> LocalNi {
+    let conns_per_peer = spec
+        .conns_per_peer
+        .filter(|_| spec.net.lnd == LndType::SOCKLND);
     let given =
         spec.credits.is_some() || spec.peer_credits.is_some() || spec.peer_timeout.is_some();
     let tunables = given.then(|| NiTunables {
@@ -437,10 +533,8 @@ fn local_ni(spec: &NiSpec, nid: Nid, timeout: Option<u32>) -> LocalNi {
             .and_then(|v| i32::try_from(v).ok())
             .unwrap_or(0),
     });
-    let lnd_tunables = (spec.conns_per_peer.is_some() || timeout.is_some()).then(|| LndTunables {
-        conns_per_peer: spec
-            .conns_per_peer
-            .map(|cpp| u16::try_from(cpp).unwrap_or(u16::MAX)),
+    let lnd_tunables = (conns_per_peer.is_some() || timeout.is_some()).then(|| LndTunables {
+        conns_per_peer: conns_per_peer.map(|cpp| u16::try_from(cpp).unwrap_or(u16::MAX)),
         timeout,
         ..LndTunables::default()
     });
@@ -457,5 +551,69 @@ fn local_ni(spec: &NiSpec, nid: Nid, timeout: Option<u32>) -> LocalNi {
         lnd_tunables,
         dev_cpt: None,
         cpt: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+    use super::*;
+
+    fn spec(net: &str, conns_per_peer: Option<u32>) -> NiSpec {
+        NiSpec {
+            net: net.parse().unwrap(),
+            interface: Some("ib0".to_owned()),
+            nid: None,
+            credits: None,
+            peer_credits: Some(16),
+            peer_timeout: None,
+            conns_per_peer,
+        }
+    }
+
+    /// An o2ib NI added at run time, as the store keeps it and as a start from the store
+    /// alone reads it back: its interface and tunables, the o2iblnd timeout the running
+    /// o2ib NIs have, and no `conns_per_peer` (its LND has one connection per peer). A
+    /// build without the o2ib LND refuses it, naming the net.
+    #[test]
+    fn an_o2ib_ni_is_kept_with_the_lnd_timeout_and_read_back_from_the_store() {
+        let nid: Nid = "10.9.0.1@o2ib2".parse().unwrap();
+        let local = local_ni(&spec("o2ib2", Some(1)), nid, Some(7));
+        let t = local.lnd_tunables.clone().unwrap();
+        assert_eq!((t.timeout, t.conns_per_peer), (Some(7), None));
+        // A tcp NI keeps its conns_per_peer.
+        let tcp = local_ni(
+            &spec("tcp2", Some(2)),
+            "10.9.0.1@tcp2".parse().unwrap(),
+            None,
+        );
+        assert_eq!(tcp.lnd_tunables.unwrap().conns_per_peer, Some(2));
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path().join("data")).unwrap();
+        store.add_local_ni(nid.net, &local).unwrap();
+        let config = store.export().unwrap();
+        let net = config.nets.iter().find(|n| n.net_type == nid.net).unwrap();
+        assert_eq!(stored_ni(net, nid), Some(0));
+        let planned = crate::plan::plan("the store", &config.to_yaml(), &HostInterfaces);
+        if cfg!(feature = "o2ib") {
+            let plan = planned.unwrap();
+            let ni = &plan.o2ib_nis[0];
+            assert_eq!(
+                (ni.nid, ni.timeout, ni.peer_credits),
+                (nid, Some(7), Some(16))
+            );
+            assert_eq!(ni.interface.as_deref(), Some("ib0"));
+            let c = crate::o2ib_ni::o2iblnd_config(ni, 1);
+            assert_eq!(c.timeout, std::time::Duration::from_secs(7));
+            assert_eq!(c.peer_credits, 16);
+        } else {
+            let Err(PlanError::Refused { problems, .. }) = planned else {
+                panic!("an o2ib net runs in a build without the o2ib LND: {planned:?}");
+            };
+            assert_eq!(problems[0].key, "net[0].net type", "{problems:?}");
+            assert!(problems[0].message.contains("leaves out"), "{problems:?}");
+        }
     }
 }

@@ -117,6 +117,9 @@ pub struct O2ibNi {
     pub peer_timeout: Option<u32>,
     /// `tunables: credits`, when given.
     pub credits: Option<u32>,
+    /// `lnd tunables: timeout` (seconds), when given: the o2iblnd timeout, as `lnetctl net
+    /// set --lnd-timeout` leaves it.
+    pub timeout: Option<u32>,
     /// The interface it was configured on.
     pub interface: Option<String>,
 }
@@ -456,6 +459,12 @@ fn o2ib_nis(
             let Some(nid) = ni_nid(ni, n.net_type, ifs, &field, problem) else {
                 continue;
             };
+            if ni.lnd_tunables.as_ref().and_then(|t| t.timeout) == Some(0) {
+                problem(
+                    format!("{field}.lnd tunables.timeout"),
+                    "an o2iblnd timeout of 0 is not supported: give seconds".to_owned(),
+                );
+            }
             let tunables = ni.tunables.as_ref();
             let positive = |v: i32| u32::try_from(v).ok().filter(|v| *v > 0);
             out.push(O2ibNi {
@@ -464,6 +473,7 @@ fn o2ib_nis(
                 peer_buffer_credits: tunables.and_then(|t| positive(t.peer_buffer_credits)),
                 peer_timeout: tunables.and_then(|t| u32::try_from(t.peer_timeout).ok()),
                 credits: tunables.and_then(|t| positive(t.credits)),
+                timeout: ni.lnd_tunables.as_ref().and_then(|t| t.timeout),
                 interface: ni.interfaces.first().cloned(),
             });
         }
@@ -561,9 +571,15 @@ mod tests {
                     \x20   - net type: o2ib\n      local NI(s):\n        - nid: 10.2.0.1@o2ib\n\
                     route:\n    - net: o2ib9\n      gateway: 10.0.0.2@tcp\n\
                     routing:\n    enable: 1\n";
-        let problems = refused(text);
-        let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
-        assert_eq!(keys, [("net[1].net type", Some(5))], "{problems:?}");
+        if cfg!(feature = "o2ib") {
+            let p = plan("f.yaml", text, &Table).unwrap();
+            assert_eq!(p.o2ib_nis[0].nid, "10.2.0.1@o2ib".parse().unwrap());
+            assert_eq!(p.o2ib_nis[0].timeout, None);
+        } else {
+            let problems = refused(text);
+            let keys: Vec<_> = problems.iter().map(|p| (p.key.as_str(), p.line)).collect();
+            assert_eq!(keys, [("net[1].net type", Some(5))], "{problems:?}");
+        }
         let text = "net:\n    - net type: tcp\n      local NI(s):\n        - nid: 10.0.0.1@tcp\n\
                     route:\n    - net: tcp9\n      gateway: 10.0.0.2@tcp\n      hop: 2\n\
                     \x20     priority: 3\n\
@@ -587,6 +603,27 @@ mod tests {
                 down_after: Millis::from_secs(55)
             }
         );
+    }
+
+    #[test]
+    fn an_o2ib_timeout_of_0_is_refused_and_one_in_seconds_is_taken() {
+        let text = |t: u32| {
+            format!(
+                "net:\n    - net type: o2ib1\n      local NI(s):\n        - nid: 10.2.0.1@o2ib1\n\
+                 \x20         lnd tunables:\n              timeout: {t}\n"
+            )
+        };
+        let problems = refused(&text(0));
+        let expected = if cfg!(feature = "o2ib") {
+            "net[0].local NI(s)[0].lnd tunables.timeout"
+        } else {
+            "net[0].net type"
+        };
+        assert_eq!(problems[0].key, expected, "{problems:?}");
+        if cfg!(feature = "o2ib") {
+            let p = plan("f.yaml", &text(9), &Table).unwrap();
+            assert_eq!(p.o2ib_nis[0].timeout, Some(9));
+        }
     }
 
     #[test]

@@ -100,6 +100,8 @@ pub struct Running {
     lnd_cpts: lnd::socklnd::Cpts,
     /// The running socklnd NIs, whose settings `net set` changes.
     socklnd: crate::tcp_ni::SockNis,
+    /// The running o2ib NIs, likewise.
+    o2ib: crate::o2ib_ni::O2ibNis,
 }
 
 impl Running {
@@ -160,13 +162,14 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
     let incarnation = incarnation();
     let cpts = lnd::socklnd::Cpts(runtimes);
     let socklnd = crate::tcp_ni::SockNis::default();
+    let o2ib = crate::o2ib_ni::O2ibNis::default();
     let drained = if draining {
         node.start_drain().await.map(drop)
     } else {
         Ok(())
     };
     let started = match drained {
-        Ok(()) => start(&node, plan, incarnation, &cpts, &socklnd).await,
+        Ok(()) => start(&node, plan, incarnation, &cpts, (&socklnd, &o2ib)).await,
         Err(source) => Err(RunError::Drain(source)),
     };
     if let Err(e) = started {
@@ -191,6 +194,7 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
         incarnation,
         lnd_cpts: cpts,
         socklnd,
+        o2ib,
     })
 }
 
@@ -262,6 +266,7 @@ pub async fn run(
                     running.incarnation,
                     running.lnd_cpts.clone(),
                     running.socklnd.clone(),
+                    running.o2ib.clone(),
                     actix::Arbiter::current(),
                 )) as Arc<dyn web::NiControl>
             });
@@ -402,7 +407,7 @@ async fn start(
     plan: &Plan,
     incarnation: u64,
     cpts: &lnd::socklnd::Cpts,
-    socklnd: &crate::tcp_ni::SockNis,
+    (socklnd, o2ib): (&crate::tcp_ni::SockNis, &crate::o2ib_ni::O2ibNis),
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
         let started = crate::tcp_ni::start(node, ni, incarnation, cpts).await?;
@@ -412,32 +417,13 @@ async fn start(
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {
-        let mut c = lnd::o2iblnd::O2ibLndConfig::new(ni.nid, incarnation);
-        if let Some(pc) = ni.peer_credits.and_then(|v| u16::try_from(v).ok()) {
-            c.peer_credits = pc;
+        let started = crate::o2ib_ni::start(node, ni, incarnation).await?;
+        if let Ok(mut nis) = o2ib.lock() {
+            nis.insert(ni.nid, started);
         }
-        let credits = actors::NiCredits {
-            credits: ni.credits.unwrap_or(256),
-            peer_credits: ni.peer_credits,
-            peer_buffer_credits: ni.peer_buffer_credits,
-            peer_timeout: ni.peer_timeout,
-        };
-        let addr = ni.nid.addr_u32().map(std::net::Ipv4Addr::from);
-        let interface = crate::link::interface_of(ni.interface.as_deref(), addr);
-        let description = crate::describe::o2iblnd(&c, interface);
-        node.add_ni::<lnd::o2iblnd::O2ibLnd<actors::NodeHandler>>(c, credits)
-            .await
-            .map_err(|source| crate::tcp_ni::NiStartError {
-                nid: ni.nid,
-                listen: std::net::SocketAddr::from((
-                    std::net::Ipv4Addr::from(ni.nid.addr_u32().unwrap_or(0)),
-                    987,
-                )),
-                source,
-            })?;
-        node.describe_ni(ni.nid, description);
-        println!("lnet-router: NI {} on RDMA-CM port 987", ni.nid);
     }
+    #[cfg(not(feature = "o2ib"))]
+    let _ = o2ib;
     for p in &plan.peers {
         node.add_peer(p.primary, p.nids.clone(), p.multi_rail)
             .await

@@ -33,8 +33,9 @@ async fn net_add_and_del_refusals_name_their_field() {
             StatusCode::BAD_REQUEST,
             "net",
         ),
+        // An LND this router has not: refused by the API itself.
         (
-            json!({"net": "o2ib1", "interface": "lo"}),
+            json!({"net": "gni1", "interface": "lo"}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "net",
         ),
@@ -64,7 +65,13 @@ async fn net_add_and_del_refusals_name_their_field() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "net",
         ),
-        // A peer_timeout is taken (and the request goes as far as the one above).
+        // An o2ib net goes as far as the daemon, which checks it against its build (the
+        // router's `net_runtime` test); so does a peer_timeout.
+        (
+            json!({"net": "o2ib1", "interface": "lo"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
         (
             json!({"net": "tcp1", "interface": "lo", "peer_timeout": 30}),
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -78,6 +85,14 @@ async fn net_add_and_del_refusals_name_their_field() {
     }
     let got = add(json!({"net": "tcp1", "interface": "lo"}), READER).await;
     assert_eq!(got.status, StatusCode::FORBIDDEN, "{got:?}");
+    // The API refuses an LND no router has; an o2ib net is for the daemon to judge.
+    let got = add(json!({"net": "gni1", "interface": "lo"}), ADMIN).await;
+    assert!(got.error().1.contains("not available"), "{got:?}");
+    let got = add(json!({"net": "o2ib1", "interface": "lo"}), ADMIN).await;
+    assert!(
+        got.error().1.contains("cannot start or stop NIs"),
+        "{got:?}"
+    );
 
     let del = |nid: String| {
         let api = &api;
@@ -155,7 +170,7 @@ async fn net_set_lnd_setting_refusals_name_their_field() {
             "value",
         ),
         (
-            "/api/v1/nets/o2ib1/lnd-timeout".to_owned(),
+            "/api/v1/nets/gni1/lnd-timeout".to_owned(),
             json!({"value": 10}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "net",
@@ -169,6 +184,12 @@ async fn net_set_lnd_setting_refusals_name_their_field() {
         ),
         (
             "/api/v1/nets/tcp/lnd-timeout".to_owned(),
+            json!({"value": 10}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "net",
+        ),
+        (
+            "/api/v1/nets/o2ib1/lnd-timeout".to_owned(),
             json!({"value": 10}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "net",

@@ -33,6 +33,19 @@ pub const DEFAULT_MAX_HANDSHAKES: usize = DEFAULT_MAX_CONNS / 2;
 /// Bytes of one bulk buffer: `LNET_MTU`.
 pub const BULK_BUFFER_BYTES: usize = 1 << 20;
 
+/// How long a connection may stay in handshake before it is aborted, for the LND
+/// `timeout`: `max(5 s, timeout/4)`. It bounds an active connect, and a passive one whose
+/// requester never completes it (no RTU), before the IB CM's own REP retries would end it.
+pub fn connreq_timeout(timeout: Duration) -> Duration {
+    (timeout / 4).max(Duration::from_secs(5))
+}
+
+/// How long a tx may wait for a connection, for the LND `timeout`: the connect timeout
+/// plus two resolutions.
+pub fn wait_for_conn_timeout(timeout: Duration) -> Duration {
+    connreq_timeout(timeout) + 2 * RESOLVE_TIMEOUT
+}
+
 /// What it takes to start an o2iblnd NI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -79,6 +92,9 @@ pub struct O2ibLndConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
+    /// A `timeout` of 0: the NI needs a bound on its waits.
+    #[error("timeout must be at least 1 second, got 0")]
+    ZeroTimeout,
     /// The NID is not on an o2ib net or has no IPv4 address.
     #[error("{nid} is not an IPv4 NID on an o2ib net")]
     NotO2ib {
@@ -145,16 +161,15 @@ impl O2ibLndConfig {
             .map(|a| SocketAddrV4::new(Ipv4Addr::from(a), self.peer_port))
     }
 
-    /// How long a connection may stay in handshake before it is aborted: `max(5 s,
-    /// timeout/4)`. It bounds an active connect, and a passive one whose requester never
-    /// completes it (no RTU), before the IB CM's own REP retries would end it.
+    /// How long a connection may stay in handshake before it is aborted
+    /// ([`connreq_timeout`] of `timeout`).
     pub fn connreq_timeout(&self) -> Duration {
-        (self.timeout / 4).max(Duration::from_secs(5))
+        connreq_timeout(self.timeout)
     }
 
-    /// How long a tx may wait for a connection: the connect timeout plus two resolutions.
+    /// How long a tx may wait for a connection ([`wait_for_conn_timeout`] of `timeout`).
     pub fn wait_for_conn_timeout(&self) -> Duration {
-        self.connreq_timeout() + 2 * RESOLVE_TIMEOUT
+        wait_for_conn_timeout(self.timeout)
     }
 
     /// Receive buffers of one connection: `2·queue_depth + 2`.
@@ -166,6 +181,9 @@ impl O2ibLndConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.ip().is_none() {
             return Err(ConfigError::NotO2ib { nid: self.nid });
+        }
+        if self.timeout.is_zero() {
+            return Err(ConfigError::ZeroTimeout);
         }
         if !(8..=255).contains(&self.peer_credits) {
             return Err(ConfigError::PeerCredits {
@@ -231,6 +249,9 @@ mod tests {
                 ..
             })
         ));
+        let mut unbounded = c.clone();
+        unbounded.timeout = Duration::ZERO;
+        assert_eq!(unbounded.validate(), Err(ConfigError::ZeroTimeout));
         let mut small = c.clone();
         small.peer_credits = 4;
         assert!(matches!(

@@ -7,10 +7,10 @@
 //! The driver keeps its protocol decisions in plain modules that build and test everywhere:
 //! [`config`] (the tunables), [`connect`] (CONNREQ checks and rejects, CONNACK checks, the
 //! reaction to a reject), [`credits`] (the credit flow of a connection), [`status`]
-//! (send failures to health statuses) and [`stats`] (the NI's counters). [`exchange`] is
-//! the data path as a pure state machine: the IMMEDIATE, PUT and GET exchanges of
-//! established connections, driven by events with the time passed in, answering with
-//! actions; its tests run two of them
+//! (send failures to health statuses), [`stats`] (the NI's counters) and [`tunables`] (the
+//! `timeout` that changes while the NI runs). [`exchange`] is the data path as a pure
+//! state machine: the IMMEDIATE, PUT and GET exchanges of established connections, driven
+//! by events with the time passed in, answering with actions; its tests run two of them
 //! against each other in memory. With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
 //! NI over real verbs and RDMA-CM (`ni`, the I/O layer that drives [`exchange`], with the
 //! C calls confined to `sys`): a listener
@@ -42,9 +42,11 @@ pub mod stats;
 pub mod status;
 #[cfg(feature = "o2ib-verbs")]
 pub mod sys;
+pub mod tunables;
 pub mod wire;
 
 pub use config::O2ibLndConfig;
 #[cfg(feature = "o2ib-verbs")]
 pub use ni::{ConnInfo, O2ibLnd, StartError};
 pub use stats::O2ibStats;
+pub use tunables::LiveTunables;

@@ -182,6 +182,15 @@ pub(super) async fn add(c: &Connect, a: &NetAddArgs) -> Result<String, CtlError>
             "creating a local NI needs at least one interface".to_owned(),
         ));
     }
+    let o2ib = net
+        .parse::<lnet::Net>()
+        .is_ok_and(|n| n.lnd == lnet::LndType::O2IBLND);
+    if o2ib && a.conns_per_peer.is_some_and(|cpp| cpp > 1) {
+        return Err(unsupported(
+            "--conns-per-peer",
+            "o2iblnd keeps one connection per peer",
+        ));
+    }
     // lnetctl ignores a credit that is not a number; here a negative one is ignored too.
     let positive = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
     let body = serde_json::json!({
@@ -256,7 +265,8 @@ pub(super) async fn del(c: &Connect, a: &NetDelArgs) -> Result<String, CtlError>
 /// `net set`: `--health`, `--conns-per-peer` and `--lnd-timeout` through the API, checked
 /// as lnetctl checks them first. `--conns-per-peer` sets the NI of `--nid`, or every tcp NI
 /// without it (as the kernel sets every NI when no NID is named); `--lnd-timeout` sets the
-/// timeout of the LND of `--net` (every NI of that LND, as the kernel's module parameter).
+/// timeout of the LND of `--net` (socklnd or o2iblnd: every NI of that LND, as the kernel's
+/// module parameter).
 pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError> {
     let cl = Client::new(c, "set", "net")?;
     let cpp = match &a.conns_per_peer {
@@ -297,16 +307,6 @@ pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError>
                 -22,
                 format!(
                     "Net {} does not accept a LND timeout",
-                    net.lnd.name().unwrap_or("?")
-                ),
-            ));
-        }
-        if net.lnd != lnet::LndType::SOCKLND {
-            return Err(timeout.err(
-                -95,
-                format!(
-                    "--lnd-timeout: not supported: the running {}lnd keeps the timeout it \
-                     started with",
                     net.lnd.name().unwrap_or("?")
                 ),
             ));

@@ -22,7 +22,7 @@ use super::{parse_nid, TAG_CHANGE};
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NiAdd {
-    /// The net (a tcp net: o2ib NIs start only from the configuration).
+    /// The net: a tcp net, or an o2ib net on a router built with the o2ib LND.
     #[schema(example = "tcp1")]
     pub net: String,
     /// The interface; the NI's NID is its IPv4 address unless `nid` is given.
@@ -40,7 +40,8 @@ pub struct NiAdd {
     /// aliveness rule); 0 turns the rule off. Absent: 180, the LND's default.
     #[schema(example = 180)]
     pub peer_timeout: Option<u32>,
-    /// Connections of each direction per peer (0 to 127; 0: the default).
+    /// Connections of each direction per peer (0 to 127; 0: the default). An o2ib NI keeps
+    /// one connection per peer: more is refused.
     pub conns_per_peer: Option<u32>,
     /// The IP type of service of its sockets: only -1 (none) is taken.
     pub tos: Option<i32>,
@@ -81,8 +82,10 @@ fn control(s: &AppState) -> Result<&std::sync::Arc<dyn crate::NiControl>, ApiErr
     })
 }
 
-/// Starts a local NI on the running node (`lnetctl net add`) and keeps it in the store;
-/// its peers learn of it from the ping info pushed to them.
+/// Starts a local NI on the running node (`lnetctl net add`), a tcp NI or (on a router
+/// built with the o2ib LND) an o2ib NI on an interface with an RDMA device, checked as the
+/// configured NIs are at start, and keeps it in the store; its peers learn of it from the
+/// ping info pushed to them.
 #[utoipa::path(post, path = "/api/v1/nets", tag = TAG_CHANGE,
     security(("bearer" = [])),
     request_body = NiAdd,
@@ -93,7 +96,7 @@ fn control(s: &AppState) -> Result<&std::sync::Arc<dyn crate::NiControl>, ApiErr
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 409, description = "The node has this NI", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A value refused (naming it), or the NI could not start", body = ErrorBody),
+        (status = 422, description = "A value refused (naming it): a net whose LND this build leaves out, an interface without an IPv4 address (or, for o2ib, without an RDMA device); or the NI could not start", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn add_ni(
@@ -118,10 +121,10 @@ pub(crate) async fn add_ni(
             ));
         }
     }
-    if net.lnd != LndType::SOCKLND {
+    if net.lnd != LndType::SOCKLND && net.lnd != LndType::O2IBLND {
         return Err(ApiError::unprocessable(
             "net",
-            format!("net {net}: only tcp NIs can be added at run time"),
+            format!("net {net}: this LND is not available; only tcp and o2ib NIs can run"),
         ));
     }
     if req.interface.is_none() && nid.is_none() {
@@ -133,7 +136,7 @@ pub(crate) async fn add_ni(
     if let Some(tos) = req.tos.filter(|t| *t != -1) {
         return Err(ApiError::unprocessable(
             "tos",
-            format!("tos {tos} is not supported by this build's socklnd; use -1"),
+            format!("tos {tos} is not supported by this build's LNDs; use -1"),
         ));
     }
     if let Some(cpp) = req.conns_per_peer.filter(|c| *c > 127) {
@@ -362,9 +365,10 @@ pub(crate) async fn set_all_conns_per_peer(
 }
 
 /// Sets the timeout of the LND of `net` (`lnetctl net set --net NET --lnd-timeout S`), as
-/// the kernel writes that LND's module parameter: every NI of the LND (socklnd: every tcp
-/// NI, whatever its net number) bounds its waits by it from now on, on the connections
-/// there are and those to come, and so do the NIs added later. Kept in the store.
+/// the kernel writes that LND's module parameter: every NI of the LND (every tcp NI, or
+/// every o2ib NI, whatever its net number) bounds its waits by it from now on (socklnd: on
+/// the connections there are and those to come; o2iblnd: the waits it starts from now on,
+/// a tx's and a connect's), and so do the NIs added later. Kept in the store.
 #[utoipa::path(post, path = "/api/v1/nets/{net}/lnd-timeout", tag = TAG_CHANGE,
     security(("bearer" = [])),
     params(("net" = String, Path, description = "A net of the LND", example = "tcp")),
@@ -375,7 +379,7 @@ pub(crate) async fn set_all_conns_per_peer(
         (status = 401, description = "No or unknown token", body = ErrorBody),
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A body of the wrong shape, a timeout of 0, an LND whose timeout cannot change while it runs (o2ib, others), or a server that cannot change NIs", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a timeout of 0, an LND whose timeout cannot change while it runs (other than socklnd and o2iblnd), an LND this build leaves out, or a server that cannot change NIs", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn set_lnd_timeout(
@@ -393,12 +397,12 @@ pub(crate) async fn set_lnd_timeout(
             "an LND timeout of 0 (LNet's derived lnd_timeout) is not supported: give seconds",
         ));
     }
-    if parsed.lnd != LndType::SOCKLND {
+    if parsed.lnd != LndType::SOCKLND && parsed.lnd != LndType::O2IBLND {
         return Err(ApiError::unprocessable(
             "net",
             format!(
-                "net {parsed}: only socklnd's timeout can change while it runs; this LND \
-                 keeps the timeout it started with"
+                "net {parsed}: only the socklnd and o2iblnd timeouts can change while they \
+                 run; this LND is not available"
             ),
         ));
     }

@@ -27,7 +27,7 @@ use lnet::health::HealthStatus;
 use lnet::{Header, Nid, ProcessId, WireHandle};
 use tokio::time::Instant;
 
-use super::config::{O2ibLndConfig, BULK_BUFFER_BYTES};
+use super::config::{wait_for_conn_timeout, O2ibLndConfig, BULK_BUFFER_BYTES};
 use super::credits::{ConnCredits, SendClass};
 use super::status::{TxFailure, TxStage};
 use super::wire::{Cookie, RdmaDesc, Version};
@@ -409,7 +409,7 @@ impl Exchanges {
             me: cfg.nid,
             incarnation: cfg.incarnation,
             timeout: cfg.timeout,
-            wait_for_conn: cfg.wait_for_conn_timeout(),
+            wait_for_conn: wait_for_conn_timeout(cfg.timeout),
             keepalive: cfg.keepalive,
             sink,
             links: HashMap::new(),
@@ -426,6 +426,19 @@ impl Exchanges {
             stats: ExchangeStats::default(),
             actions: VecDeque::new(),
         }
+    }
+
+    /// The LND `timeout` the txs started from now on are bounded by.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Bounds the txs started from now on by `timeout` (`net set --lnd-timeout`): their
+    /// wait for a connection and their deadline once queued on one. The txs there are keep
+    /// their deadlines.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+        self.wait_for_conn = wait_for_conn_timeout(timeout);
     }
 
     /// The next action to carry out, oldest first.

@@ -685,6 +685,38 @@ fn a_send_without_a_connection_waits_then_fails() {
 }
 
 #[test]
+fn a_new_timeout_bounds_the_sends_started_after_it() {
+    // Queued on a connection: the PUT_REQ's deadline is the new timeout.
+    let mut p = Pair::new(8);
+    p.a.ex.set_timeout(Duration::from_secs(4));
+    assert_eq!(p.a.ex.timeout(), Duration::from_secs(4));
+    put_req_unanswered(&mut p);
+    let deadline = p.a.ex.poll_timeout().unwrap();
+    assert_eq!(deadline, p.now + Duration::from_secs(4));
+    p.a.ex.on_timer(deadline);
+    p.run();
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::RemoteTimeout));
+
+    // Waiting for a connection: a send started before the change keeps its bound (the
+    // default's 22.5 s), one started after it waits the new one's (200 s: 50 + 2 x 5 s).
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let c = o2ib(3);
+    a.send(now, 1, c, pattern(10, 1));
+    a.ex.set_timeout(Duration::from_secs(200));
+    a.send(now, 2, c, pattern(10, 2));
+    let mut out = VecDeque::new();
+    run_alone(&mut a, &mut out, None);
+    let first = a.ex.poll_timeout().unwrap();
+    assert_eq!(first, now + Duration::from_millis(22_500));
+    a.ex.on_timer(first);
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.status_of(1), Some(HealthStatus::NetworkTimeout));
+    assert_eq!(a.status_of(2), None, "still waiting");
+    assert_eq!(a.ex.poll_timeout(), Some(now + Duration::from_secs(60)));
+}
+
+#[test]
 fn waiting_sends_go_once_the_connection_is_up() {
     let now = Instant::now();
     let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);

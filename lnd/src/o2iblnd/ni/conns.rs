@@ -52,6 +52,7 @@ impl<H: LndHandler> State<H> {
                         params,
                         peer_stamp,
                         started: Instant::now(),
+                        handshake_timeout: self.cfg.connreq_timeout(),
                     },
                 );
             }
@@ -134,6 +135,7 @@ impl<H: LndHandler> State<H> {
             rx_block: block,
             parked_rx: Vec::new(),
             started: now,
+            handshake_timeout: self.cfg.connreq_timeout(),
             addr: None,
             id,
         };
@@ -265,6 +267,7 @@ impl<H: LndHandler> State<H> {
                     Ok(c) => {
                         if let Some(conn) = self.conns.get_mut(&c) {
                             conn.started = a.started;
+                            conn.handshake_timeout = a.handshake_timeout;
                         }
                         let params = self.cm_params();
                         let ok = self

@@ -48,6 +48,7 @@ use super::status::{TxFailure, TxStage};
 use super::sys::{
     CmEvent, CmEventKind, CmId, ConnectParams, Cq, EventChannel, Fd, Pd, QpCaps, Region, SendWr,
 };
+use super::tunables::LiveTunables;
 use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_MSG_SIZE};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -101,6 +102,16 @@ pub enum StartError {
     /// The host has no RDMA device.
     #[error("no RDMA device on this host")]
     NoDevice,
+    /// No RDMA device has the NI's address: its interface has none (an Ethernet interface
+    /// without RoCE, a name that is not IPoIB), or no interface of the host has it.
+    #[error("no RDMA device has address {ip}: its interface has none ({source})")]
+    NoDeviceFor {
+        /// The NI's address.
+        ip: std::net::Ipv4Addr,
+        /// What `rdma_bind_addr` said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A verbs or RDMA-CM call failed while setting up.
     #[error("{what}: {source}")]
     Verbs {
@@ -152,6 +163,7 @@ enum Cmd {
 /// One o2iblnd NI.
 pub struct O2ibLnd<H: LndHandler> {
     nid: Nid,
+    tunables: Arc<LiveTunables>,
     cmd: mpsc::Sender<Cmd>,
     task: JoinHandle<()>,
     _handler: std::marker::PhantomData<H>,
@@ -166,6 +178,12 @@ impl<H: LndHandler> std::fmt::Debug for O2ibLnd<H> {
 }
 
 impl<H: LndHandler> O2ibLnd<H> {
+    /// The NI's live `timeout`, which `net set --lnd-timeout` changes while it runs: the
+    /// NI bounds by it the waits it starts after a change ([`LiveTunables`]).
+    pub fn tunables(&self) -> Arc<LiveTunables> {
+        Arc::clone(&self.tunables)
+    }
+
     /// A snapshot of the NI's counters.
     pub async fn stats(&self) -> Option<O2ibStats> {
         let (tx, rx) = oneshot::channel();
@@ -199,7 +217,13 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
         let port = config.listen_port.unwrap_or(0);
         listener
             .bind(SocketAddrV4::new(ip, port))
-            .map_err(verbs("rdma_bind_addr"))?;
+            .map_err(|source| match source.raw_os_error() {
+                Some(libc::ENODEV | libc::EADDRNOTAVAIL) => StartError::NoDeviceFor { ip, source },
+                _ => StartError::Verbs {
+                    what: "rdma_bind_addr",
+                    source,
+                },
+            })?;
         if config.listen_port.is_some() {
             listener.listen(0).map_err(verbs("rdma_listen"))?;
         }
@@ -235,6 +259,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             peer_credits: config.peer_credits,
         };
         let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
+        let tunables = Arc::new(LiveTunables::new(&config));
         let ex = Exchanges::new(
             &config,
             SinkRegion {
@@ -261,6 +286,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             me,
             ip,
             cfg: config,
+            live: Arc::clone(&tunables),
             handler,
             peers: HashMap::new(),
             next_conn: 1,
@@ -277,6 +303,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
         let task = tokio::spawn(state.run(cm_fd, cq_fd, cmd_rx));
         Ok(O2ibLnd {
             nid,
+            tunables,
             cmd: cmd_tx,
             task,
             _handler: std::marker::PhantomData,
@@ -366,6 +393,8 @@ struct Conn {
     /// Receives completed before the connection was established: (buffer, length).
     parked_rx: Vec<(usize, usize)>,
     started: Instant,
+    /// How long it may stay in handshake: the connect timeout when it started.
+    handshake_timeout: Duration,
     /// The requester's address, for a passive connection.
     addr: Option<std::net::Ipv4Addr>,
 }
@@ -377,6 +406,8 @@ struct Attempt {
     params: ConnParams,
     peer_stamp: u64,
     started: Instant,
+    /// How long it may take: the connect timeout when it started.
+    handshake_timeout: Duration,
 }
 
 #[derive(Default)]
@@ -407,7 +438,10 @@ struct State<H: LndHandler> {
     ch: EventChannel,
     me: LocalNi,
     ip: std::net::Ipv4Addr,
+    /// The configuration, with the `timeout` taken from `live` before each event.
     cfg: O2ibLndConfig,
+    /// The `timeout` as `net set --lnd-timeout` leaves it.
+    live: Arc<LiveTunables>,
     handler: Arc<H>,
     peers: HashMap<Nid, Peer>,
     next_conn: u32,

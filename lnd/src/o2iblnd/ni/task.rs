@@ -20,16 +20,21 @@ impl<H: LndHandler> State<H> {
                 r = cm_fd.readable() => {
                     let Ok(mut guard) = r else { break };
                     guard.clear_ready();
+                    self.take_timeout();
                     self.drain_cm().await;
                 }
                 r = cq_fd.readable() => {
                     let Ok(mut guard) = r else { break };
                     guard.clear_ready();
+                    self.take_timeout();
                     self.cq.take_events();
                     self.drain_cq().await;
                 }
                 cmd = cmds.recv() => match cmd {
-                    Some(Cmd::Send(tx)) => self.send(tx),
+                    Some(Cmd::Send(tx)) => {
+                        self.take_timeout();
+                        self.send(tx);
+                    }
                     Some(Cmd::Stats(reply)) => {
                         let _ = reply.send(self.stats());
                     }
@@ -46,8 +51,12 @@ impl<H: LndHandler> State<H> {
                         break;
                     }
                 },
-                _ = tick.tick() => self.on_tick().await,
+                _ = tick.tick() => {
+                    self.take_timeout();
+                    self.on_tick().await;
+                }
                 Some((query, decision)) = self.parked.next(), if !self.parked.is_empty() => {
+                    self.take_timeout();
                     self.on_judged(query, decision);
                 }
                 Some(()) = self.delivering.next(), if !self.delivering.is_empty() => {}
@@ -56,6 +65,22 @@ impl<H: LndHandler> State<H> {
         }
         drop(cm_fd);
         drop(cq_fd);
+    }
+
+    /// Takes the `timeout` `net set --lnd-timeout` left, if it changed: the waits started
+    /// from here on are bounded by it.
+    fn take_timeout(&mut self) {
+        let timeout = self.live.timeout();
+        if timeout != self.cfg.timeout {
+            tracing::info!(
+                nid = %self.me.nid,
+                from = ?self.cfg.timeout,
+                to = ?timeout,
+                "o2iblnd: timeout changed"
+            );
+            self.cfg.timeout = timeout;
+            self.ex.set_timeout(timeout);
+        }
     }
 
     /// Carries out what the exchanges decided, oldest first, then tells the peer-down
@@ -144,14 +169,13 @@ impl<H: LndHandler> State<H> {
 
     async fn on_tick(&mut self) {
         let now = Instant::now();
-        // Connects that take too long.
-        let connreq_timeout = self.cfg.connreq_timeout();
+        // Connects that take too long (each bounded by the timeout it started with).
         let mut expired: Vec<u32> = self
             .conns
             .iter()
             .filter(|(_, conn)| {
                 conn.state != ConnState::Established
-                    && now.duration_since(conn.started) > connreq_timeout
+                    && now.duration_since(conn.started) > conn.handshake_timeout
             })
             .map(|(c, _)| *c)
             .collect();
@@ -171,7 +195,7 @@ impl<H: LndHandler> State<H> {
         let stale_attempts: Vec<usize> = self
             .attempts
             .iter()
-            .filter(|(_, a)| now.duration_since(a.started) > connreq_timeout)
+            .filter(|(_, a)| now.duration_since(a.started) > a.handshake_timeout)
             .map(|(k, _)| *k)
             .collect();
         for k in stale_attempts {
