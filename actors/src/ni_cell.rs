@@ -18,7 +18,9 @@
 //! credit given back always finds the waiter it is owed.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed,
+};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::health::HealthValue;
@@ -58,7 +60,7 @@ pub struct NiCell {
     /// Bytes of the messages charged to this peer NI's tx credits (sent and not yet
     /// completed, or waiting for a credit), each counted with its header as the kernel's
     /// `lpni_txqnob`.
-    tx_bytes: AtomicU64,
+    tx_bytes: AtomicI64,
     counts: Counts,
 }
 
@@ -107,7 +109,7 @@ impl NiCell {
             seq: AtomicU64::new(0),
             last_alive: AtomicU64::new(0),
             down: AtomicBool::new(false),
-            tx_bytes: AtomicU64::new(0),
+            tx_bytes: AtomicI64::new(0),
             counts: Counts::default(),
         }
     }
@@ -140,20 +142,22 @@ impl NiCell {
     /// A message of `n` bytes ([`tx_bytes`]) took (or waits for) a tx credit of this
     /// peer NI: they count as queued until [`NiCell::sent_bytes`].
     pub(crate) fn queued_bytes(&self, n: u64) {
-        self.tx_bytes.fetch_add(n, Relaxed);
+        self.tx_bytes
+            .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Relaxed);
     }
 
     /// The send of a message of `n` bytes counted by [`NiCell::queued_bytes`] is over.
     pub(crate) fn sent_bytes(&self, n: u64) {
-        let _ = self
-            .tx_bytes
-            .fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_sub(n)));
+        self.tx_bytes
+            .fetch_sub(i64::try_from(n).unwrap_or(i64::MAX), Relaxed);
     }
 
     /// Bytes queued for this peer NI (`tx_q_num_of_buf`): its messages charged to its tx
     /// credits and not yet sent, headers included.
     pub fn tx_queued_bytes(&self) -> u64 {
-        self.tx_bytes.load(Relaxed)
+        // A send's bytes are added before it is handed to the LND and taken off at its
+        // completion, so the count is never below 0.
+        u64::try_from(self.tx_bytes.load(Relaxed)).unwrap_or(0)
     }
 
     /// Charges a credit only if one is free.
