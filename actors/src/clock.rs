@@ -27,6 +27,12 @@ impl Clock {
         Millis(u64::try_from(ms).unwrap_or(u64::MAX))
     }
 
+    /// Nanoseconds since the origin, for latencies below a millisecond.
+    pub fn nanos(&self) -> u64 {
+        let ns = Instant::now().duration_since(self.origin).as_nanos();
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
     /// `t` as [`Millis`] since the origin (the origin if before it).
     pub fn at(&self, t: Instant) -> Millis {
         let ms = t.saturating_duration_since(self.origin).as_millis();

@@ -45,6 +45,80 @@ pub struct NiStats {
     pub received: TypeCounts,
     /// Sends that completed with a failure, by type (`dropped_stats`).
     pub dropped: TypeCounts,
+    /// Latencies of this node's own operations through it (the latency keys of
+    /// `statistics:`).
+    pub latency: OpLatencies,
+}
+
+/// An operation whose latency an NI and a peer NI keep, as the kernel's
+/// `lnet_latency_op`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LatencyOp {
+    /// A PUT of this node's, from its start to its send's completion (first attempts
+    /// only: a resend's wait would count too).
+    PutEgress,
+    /// A GET of this node's, from its start to its REPLY.
+    GetRtt,
+    /// A PUT of this node's that asked for an ACK, from its start to the ACK.
+    PutAck,
+}
+
+/// Samples of one operation's latency: their number, sum and extremes, in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Latency {
+    /// Samples taken.
+    pub samples: u64,
+    /// Their sum.
+    pub sum_ns: u64,
+    /// The shortest (0 with no sample).
+    pub min_ns: u64,
+    /// The longest.
+    pub max_ns: u64,
+}
+
+impl Latency {
+    /// One more sample; a latency of 0 (below the clock's resolution) is not one, as in
+    /// the kernel.
+    pub fn record(&mut self, ns: u64) {
+        if ns == 0 {
+            return;
+        }
+        self.min_ns = if self.samples == 0 {
+            ns
+        } else {
+            self.min_ns.min(ns)
+        };
+        self.max_ns = self.max_ns.max(ns);
+        self.samples = self.samples.saturating_add(1);
+        self.sum_ns = self.sum_ns.saturating_add(ns);
+    }
+
+    /// The mean (0 with no sample).
+    pub fn avg_ns(&self) -> u64 {
+        self.sum_ns.checked_div(self.samples).unwrap_or(0)
+    }
+}
+
+/// The latencies an NI or peer NI keeps, by operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OpLatencies {
+    /// [`LatencyOp::PutEgress`].
+    pub put_egress: Latency,
+    /// [`LatencyOp::GetRtt`].
+    pub get_rtt: Latency,
+    /// [`LatencyOp::PutAck`].
+    pub put_ack: Latency,
+}
+
+impl OpLatencies {
+    /// One more sample of `op`.
+    pub fn record(&mut self, op: LatencyOp, ns: u64) {
+        match op {
+            LatencyOp::PutEgress => self.put_egress.record(ns),
+            LatencyOp::GetRtt => self.get_rtt.record(ns),
+            LatencyOp::PutAck => self.put_ack.record(ns),
+        }
+    }
 }
 
 /// Counts of messages by LNet message type.
@@ -187,6 +261,11 @@ pub(crate) struct Apply {
 #[derive(Debug, Clone, Copy, Message)]
 #[rtype(result = "()")]
 pub(crate) struct CountDropped(pub(crate) MsgType);
+
+/// One latency sample of an operation of this node's through the NI or peer NI.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub(crate) struct RecordLatency(pub(crate) LatencyOp, pub(crate) u64);
 
 /// Set the health value (`lnetctl net set --health`, `peer set --health`).
 #[derive(Debug, Clone, Copy, Message)]
@@ -502,6 +581,24 @@ impl Handler<CountDropped> for PeerNiActor {
 
     fn handle(&mut self, CountDropped(t): CountDropped, _ctx: &mut Context<Self>) {
         self.core.count_dropped(t);
+        self.publish();
+    }
+}
+
+impl Handler<RecordLatency> for LocalNiActor {
+    type Result = ();
+
+    fn handle(&mut self, RecordLatency(op, ns): RecordLatency, _ctx: &mut Context<Self>) {
+        self.core.stats.latency.record(op, ns);
+        self.publish();
+    }
+}
+
+impl Handler<RecordLatency> for PeerNiActor {
+    type Result = ();
+
+    fn handle(&mut self, RecordLatency(op, ns): RecordLatency, _ctx: &mut Context<Self>) {
+        self.core.stats.latency.record(op, ns);
         self.publish();
     }
 }

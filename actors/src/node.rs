@@ -178,6 +178,9 @@ struct Txn {
     request: lnet::response::Request,
     /// When the caller's transaction timeout ends it.
     deadline: Millis,
+    /// When it started, in nanoseconds of the node's clock (its latencies count from
+    /// here).
+    started_ns: u64,
 }
 
 struct Md {

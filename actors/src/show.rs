@@ -19,9 +19,11 @@
 //! and the peer NI aliveness rule, [`lnet::aliveness`]).
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! the latency keys (0), `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of
-//! `peer state` (its Multi-Rail and configured bits are set), `refcount` (1), the router credits of a peer NI that never sent through this node (its
-//! tx credits).
+//! `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of `peer state` (its
+//! Multi-Rail and configured bits are set), `refcount` (1), the router credits of a peer
+//! NI that never sent through this node (its tx credits). The latency keys of
+//! `statistics:` are this node's own operations through the NI or peer NI (its PUTs'
+//! egress, its GETs' and acknowledged PUTs' round trips), as the kernel's.
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
 //! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
@@ -42,7 +44,7 @@ use lnet::show::{
 use lnet::udsp::UdspPolicy;
 use lnet::{Net, Nid};
 
-use crate::ni::{LocalNiView, NiStats, PeerNiView, TypeCounts};
+use crate::ni::{Latency, LocalNiView, NiStats, OpLatencies, PeerNiView, TypeCounts};
 use crate::node::{Node, NodeError};
 
 /// What `net show` prints of a local NI beyond what the node tracks: the interface it
@@ -69,7 +71,27 @@ fn statistics(stats: &NiStats) -> NiStatistics {
         send_count: u32_of(stats.send_count),
         recv_count: u32_of(stats.recv_count),
         drop_count: u32_of(stats.drop_count),
-        latency: Some(LatencyStats::default()),
+        latency: Some(latency(&stats.latency)),
+    }
+}
+
+/// The latency keys of `statistics:`, as the kernel reports them: samples, and the
+/// shortest, longest and mean in nanoseconds (0 with no sample).
+fn latency(l: &OpLatencies) -> LatencyStats {
+    let samples = |x: &Latency| u32::try_from(x.samples).unwrap_or(u32::MAX);
+    LatencyStats {
+        put_egress_samples: samples(&l.put_egress),
+        put_egress_min_nsec: l.put_egress.min_ns,
+        put_egress_max_nsec: l.put_egress.max_ns,
+        put_egress_avg_nsec: l.put_egress.avg_ns(),
+        get_rtt_samples: samples(&l.get_rtt),
+        get_rtt_min_nsec: l.get_rtt.min_ns,
+        get_rtt_max_nsec: l.get_rtt.max_ns,
+        get_rtt_avg_nsec: l.get_rtt.avg_ns(),
+        put_ack_samples: samples(&l.put_ack),
+        put_ack_min_nsec: l.put_ack.min_ns,
+        put_ack_max_nsec: l.put_ack.max_ns,
+        put_ack_avg_nsec: l.put_ack.avg_ns(),
     }
 }
 

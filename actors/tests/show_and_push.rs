@@ -310,3 +310,129 @@ async fn a_removed_ni_leaves_selection_ping_info_recovery_and_its_lnd() {
     .await
     .expect("bounded");
 }
+
+/// The latency keys of `statistics:`: A's own PUTs (their egress, and with an ACK the
+/// round trip) and GETs (the round trip to the REPLY) through a link that takes 3 ms each
+/// way, on A's local NI and on its peer NI B alike, in nanoseconds of the paused clock; a
+/// latency below the clock's resolution (the first PUT's, with no link latency) is no
+/// sample; B, which only answered, counts nothing.
+#[actix::test]
+async fn latency_keys_time_the_nodes_own_puts_and_gets() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
+        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
+        let _rx = b
+            .attach(MdSpec {
+                portal: PORTAL,
+                match_bits: BITS,
+                data: Bytes::from_static(b"data for a GET"),
+                depth: 16,
+            })
+            .await
+            .unwrap();
+        // Discovery and the first contact first, without the latency.
+        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let latency = |node: Node, ni: Nid, peer: Nid| async move {
+            let local = node
+                .local_nis()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|v| v.nid == ni)
+                .unwrap()
+                .stats
+                .latency;
+            let peer = node
+                .peers()
+                .await
+                .unwrap()
+                .into_iter()
+                .flat_map(|p| p.nis)
+                .find(|v| v.nid == peer)
+                .unwrap()
+                .stats
+                .latency;
+            (local, peer)
+        };
+        let (before, before_peer) = latency(a.clone(), an[0], bn[0]).await;
+        let (b_before, _) = latency(b.clone(), bn[0], an[0]).await;
+        assert_eq!(
+            before,
+            actors::ni::OpLatencies::default(),
+            "no time passed: no sample"
+        );
+        fabric.set_link_latency(an[0], bn[0], Some(Duration::from_millis(3)));
+        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        let got = a.put(put(bn[0], false, 5)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        let got = a
+            .get(actors::GetRequest {
+                dest: bn[0],
+                portal: PORTAL,
+                match_bits: BITS,
+                sink_length: 64,
+                timeout: Duration::from_secs(5),
+            })
+            .await
+            .unwrap()
+            .finish()
+            .await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        // Let the samples reach the NI actors.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let (after, after_peer) = latency(a.clone(), an[0], bn[0]).await;
+        let (b_after, _) = latency(b.clone(), bn[0], an[0]).await;
+        let added = |x: &actors::ni::Latency, y: &actors::ni::Latency| {
+            (y.samples - x.samples, y.sum_ns - x.sum_ns)
+        };
+        // One hop takes the link's 3 ms (and up to 1 ms of the timer's rounding).
+        let hop = after.put_egress.min_ns;
+        assert!((3_000_000..=4_000_000).contains(&hop), "{after:?}");
+        for (what, b4, now) in [
+            ("A's NI", before, after),
+            ("A's peer NI B", before_peer, after_peer),
+        ] {
+            assert_eq!(
+                added(&b4.put_egress, &now.put_egress),
+                (2, 2 * hop),
+                "{what}: two PUTs, one hop each to their send's completion"
+            );
+            assert_eq!(
+                added(&b4.put_ack, &now.put_ack),
+                (1, 2 * hop),
+                "{what}: one PUT, a hop out and a hop back"
+            );
+            assert_eq!(
+                added(&b4.get_rtt, &now.get_rtt),
+                (1, 2 * hop),
+                "{what}: one GET"
+            );
+            assert_eq!(now.put_ack.max_ns, 2 * hop);
+        }
+        assert_eq!(b_before, b_after, "B only answered: nothing of its own");
+        // As `net show` prints them.
+        let show = a.net_show().await.unwrap();
+        let stats = show
+            .nets
+            .iter()
+            .flat_map(|n| &n.nis)
+            .find(|ni| ni.nid == an[0])
+            .unwrap()
+            .statistics
+            .latency
+            .clone()
+            .unwrap();
+        assert_eq!(stats.put_ack_max_nsec, 2 * hop);
+        assert_eq!(
+            u64::from(stats.put_egress_samples),
+            after.put_egress.samples
+        );
+    })
+    .await
+    .unwrap();
+}

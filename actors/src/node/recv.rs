@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::txn::{MsgEventKind, Outcome};
 use super::{bump, LnetActor, Md, OutMsg, Step, SEEN_PUTS};
 use crate::events::RouteCause;
+use crate::ni::LatencyOp;
 use crate::router::Ticket;
 
 /// A memory descriptor this node exposes: PUTs matching it are delivered on the channel
@@ -203,30 +204,40 @@ impl LnetActor {
             LnetMsg::Ack { dst_wmd, .. } => {
                 let t = dst_wmd.object_cookie;
                 if dst_wmd.interface_cookie == self.config.incarnation {
-                    self.response(t, MsgEventKind::Ack, None, h.src_nid);
+                    self.response(t, MsgEventKind::Ack, None, h.src_nid, (rx.ni, from));
                 }
             }
             LnetMsg::Reply { dst_wmd } => {
                 let t = dst_wmd.object_cookie;
                 if dst_wmd.interface_cookie == self.config.incarnation {
-                    self.response(t, MsgEventKind::Reply, Some(rx.payload.clone()), h.src_nid);
+                    let payload = Some(rx.payload.clone());
+                    self.response(t, MsgEventKind::Reply, payload, h.src_nid, (rx.ni, from));
                 }
             }
             LnetMsg::Hello { .. } => {}
         }
     }
 
+    /// The ACK or REPLY (`kind`) of transaction `txn_id` came from `from`, received on
+    /// local NI and from peer NI `via`.
     pub(super) fn response(
         &mut self,
         txn_id: u64,
         kind: MsgEventKind,
         payload: Option<Bytes>,
         from: Nid,
+        via: (Nid, Nid),
     ) {
         let Some(t) = self.txns.get(&txn_id) else {
             return;
         };
         if t.want_response && t.reply == (kind == MsgEventKind::Reply) {
+            let op = if t.reply {
+                LatencyOp::GetRtt
+            } else {
+                LatencyOp::PutAck
+            };
+            self.record_latency(txn_id, op, via);
             if !t.sent {
                 self.txn_event(txn_id, MsgEventKind::Send, Outcome::Ok, None, None);
             }

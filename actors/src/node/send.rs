@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use super::txn::{FailReason, MsgEventKind, Outcome};
 use super::{bump, LnetActor, OutMsg, Path, Step};
 use crate::events::{Event, ForwardDrop};
+use crate::ni::LatencyOp;
 use crate::ni::{tell, Apply, CountDropped, PeerTransmit};
 use crate::ni_cell::tx_bytes;
 
@@ -266,6 +267,16 @@ impl LnetActor {
                 Counter::LateMessage => bump(&mut self.counters, "late_messages"),
                 _ => {}
             }
+        }
+        // A PUT of this node's, sent at the first attempt: its egress latency.
+        if let (true, None, 0, lnet::MsgType::Put, Some(t)) = (
+            done.status.is_ok(),
+            &msg.forward,
+            msg.retries,
+            msg.header.msg_type(),
+            msg.txn,
+        ) {
+            self.record_latency(t, LatencyOp::PutEgress, (done.ni, done.peer));
         }
         let step = Step::SendDone(msg.header.msg_type(), tx_bytes(&msg.header));
         let waits = self.apply(done.ni, done.peer, &outcome, done.status, step);

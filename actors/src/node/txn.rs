@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::error::NodeError;
 use super::{bump, LnetActor, OutMsg, Txn};
-use crate::ni::{tell, Apply};
+use crate::ni::{tell, Apply, LatencyOp, RecordLatency};
 
 /// Why a message failed for good.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -166,6 +166,21 @@ impl LnetActor {
 }
 
 impl LnetActor {
+    /// Transaction `txn_id`'s operation `op` is over now, through local NI `ni` and peer
+    /// NI `peer`: a latency sample for both, from the transaction's start.
+    pub(super) fn record_latency(&self, txn_id: u64, op: LatencyOp, (ni, peer): (Nid, Nid)) {
+        let Some(t) = self.txns.get(&txn_id) else {
+            return;
+        };
+        let ns = self.clock.nanos().saturating_sub(t.started_ns);
+        if let Some(e) = self.nis.get(&ni) {
+            tell(&e.addr, RecordLatency(op, ns));
+        }
+        if let Some(e) = self.peer_nis.get(&peer) {
+            tell(&e.addr, RecordLatency(op, ns));
+        }
+    }
+
     pub(super) fn start_txn(
         &mut self,
         req: StartTxn,
@@ -259,6 +274,7 @@ impl LnetActor {
                 msg: msg_id,
                 request,
                 deadline,
+                started_ns: self.clock.nanos(),
             },
         );
         self.txn_deadlines.insert((deadline, txn_id));
