@@ -9,7 +9,7 @@
 )]
 
 mod fabric_support;
-use fabric_support::{fail_sends, nid, node, put, Fab, BITS, BOUND, PORTAL};
+use fabric_support::{fail_sends, md, nid, node, put, Fab, BITS, BOUND, PORTAL};
 
 use std::time::Duration;
 
@@ -323,15 +323,7 @@ async fn latency_keys_time_the_nodes_own_puts_and_gets() {
         let fabric = Fabric::new();
         let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
         let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
-        let _rx = b
-            .attach(MdSpec {
-                portal: PORTAL,
-                match_bits: BITS,
-                data: Bytes::from_static(b"data for a GET"),
-                depth: 16,
-            })
-            .await
-            .unwrap();
+        let _rx = b.attach(md()).await.unwrap();
         // Discovery and the first contact first, without the latency.
         let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
