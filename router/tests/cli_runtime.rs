@@ -12,7 +12,9 @@
 )]
 
 mod support;
-use support::{admin_actions, api_setup, ctl_at, sigterm, wait_listening, ApiSetup, Daemon, WAIT};
+use support::{
+    admin_actions, api_setup, ctl_at, stop, store_only, wait_listening, ApiSetup, Daemon, WAIT,
+};
 
 use std::ffi::OsString;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -69,30 +71,8 @@ async fn start(args: &[OsString]) -> Daemon {
     d
 }
 
-async fn stop(mut d: Daemon) {
-    sigterm(d.pid());
-    let (status, out, err) = d.wait_exit().await;
-    assert!(status.success(), "{status}\n{out}\n{err}");
-}
-
 fn setup() -> ApiSetup {
     api_setup(CONFIG, API, ADMIN, READER)
-}
-
-/// The arguments without `--config FILE`: the daemon runs from its store alone.
-fn store_only(args: &[OsString]) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-        } else if a == "--config" {
-            skip = true;
-        } else {
-            out.push(a.clone());
-        }
-    }
-    out
 }
 
 #[actix::test]

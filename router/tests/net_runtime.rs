@@ -15,7 +15,7 @@
 
 mod support;
 use support::{
-    admin_actions, api_setup, ctl_async, sigterm, wait_listening, ApiSetup, Daemon, WAIT,
+    admin_actions, api_setup, ctl_async, stop, store_only, wait_listening, ApiSetup, Daemon, WAIT,
 };
 
 use std::ffi::OsString;
@@ -74,28 +74,6 @@ async fn start(args: &[OsString], also: Option<SocketAddr>) -> Daemon {
             .expect("bounded");
     }
     d
-}
-
-async fn stop(mut d: Daemon) {
-    sigterm(d.pid());
-    let (status, out, err) = d.wait_exit().await;
-    assert!(status.success(), "{status}\n{out}\n{err}");
-}
-
-/// The arguments without `--config FILE`: the daemon runs from its store alone.
-fn store_only(args: &[OsString]) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-        } else if a == "--config" {
-            skip = true;
-        } else {
-            out.push(a.clone());
-        }
-    }
-    out
 }
 
 /// An end node in this process with one socklnd NI, and a route to `far` via `gateway`.

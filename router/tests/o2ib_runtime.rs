@@ -18,7 +18,9 @@
 )]
 
 mod support;
-use support::{admin_actions, api_setup, ctl_async, sigterm, wait_listening, Daemon, WAIT};
+use support::{
+    admin_actions, api_setup, ctl_async, stop, store_only, wait_listening, Daemon, WAIT,
+};
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -134,28 +136,6 @@ async fn start(args: &[OsString]) -> Daemon {
             .expect("bounded");
     }
     d
-}
-
-async fn stop(mut d: Daemon) {
-    sigterm(d.pid());
-    let (status, out, err) = d.wait_exit().await;
-    assert!(status.success(), "{status}\n{out}\n{err}");
-}
-
-/// The arguments without `--config FILE`: the daemon runs from its store alone.
-fn store_only(args: &[OsString]) -> Vec<OsString> {
-    let mut out = Vec::new();
-    let mut skip = false;
-    for a in args {
-        if skip {
-            skip = false;
-        } else if a == "--config" {
-            skip = true;
-        } else {
-            out.push(a.clone());
-        }
-    }
-    out
 }
 
 /// `net show --net NET -v` of the daemon, which must succeed.

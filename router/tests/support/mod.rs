@@ -9,6 +9,7 @@
     clippy::indexing_slicing
 )]
 
+use std::ffi::OsString;
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -282,4 +283,27 @@ pub fn api_setup(config: &str, api: u16, admin: &str, reader: &str) -> ApiSetup 
         cert: cert_path,
         args,
     }
+}
+
+/// Stops daemon `d` with SIGTERM and checks it exited cleanly.
+pub async fn stop(mut d: Daemon) {
+    sigterm(d.pid());
+    let (status, out, err) = d.wait_exit().await;
+    assert!(status.success(), "{status}\n{out}\n{err}");
+}
+
+/// The arguments without `--config FILE`: the daemon runs from its store alone.
+pub fn store_only(args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+        } else if a == "--config" {
+            skip = true;
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
 }
