@@ -4,35 +4,34 @@
 //!
 //! For each message: the socklnd deframer (header-first, as the connection reader runs it)
 //! yields the ksock header and the decoded, checked LNet header, then the payload; the
-//! route decision checks each route to the destination net against its gateway's view
-//! ([`lnet::route::route_status`]) and picks the best ([`lnet::selection::best_route`]); a
+//! forward decision the router's forwarding path makes
+//! ([`lnet::forward::ForwardTable::next_hop`]: the best of the routes to the destination
+//! net, then the Multi-Rail choice of the local NI and the gateway's peer NI, over the
+//! table the LNet actor publishes, in which each route's state is already decided); a
 //! router buffer is taken against the sending peer's router-buffer credits and given back
 //! ([`lnet::rtrbuf::RouterBuffers`]); the frame for the next hop is encoded
 //! ([`lnd::socklnd::wire::encode_lnet`]).
 //!
-//! What it leaves out, and what the instruction count therefore does not cover: the actor
-//! messages and channels between the connection task, the LNet actor, the router actor
-//! and the peer NI and local NI actors (credits, health bookkeeping, completions), the
-//! Multi-Rail selection of the local and peer NI, and the system calls.
+//! What it leaves out, and what the instruction count therefore does not cover: the
+//! lookups of the NI and peer NI cells and the credits charged in them, the hand-off to
+//! the next hop's LND and its completion, and the system calls.
 
 use bytes::BytesMut;
 use lnd::socklnd::wire::{encode_lnet, Deframer, Event, KsockHeader, ProtoVersion, Side};
-use lnet::health::HealthValue;
+use lnet::forward::{ForwardMsg, ForwardNi, ForwardRoute, ForwardTable, Live, MrPeer, NextHop};
 use lnet::nid::PID_LUSTRE;
-use lnet::route::{route_status, GatewayAlive, GatewayPing, GatewayView, RouteSpec, RouterCheck};
 use lnet::rtrbuf::{Requested, RouterBuffers};
-use lnet::selection::{best_route, RouteCandidate};
+use lnet::udsp::UdspPolicy;
 use lnet::{ByteOrder, Header, HeaderForm, Message, Nid, WireHandle};
 
 use crate::BenchError;
 
 /// The state a router keeps across messages: the deframer of the incoming connection,
-/// its routes with their gateways' views, and its router buffers.
+/// the forward table (its NIs and routes), and its router buffers.
 #[derive(Debug)]
 pub struct Forwarder {
     deframer: Deframer,
-    routes: Vec<(RouteSpec, GatewayView)>,
-    check: RouterCheck,
+    table: ForwardTable,
     buffers: RouterBuffers<Nid, u64>,
     out: Vec<u8>,
 }
@@ -51,7 +50,7 @@ fn parse(s: &str) -> Result<Nid, BenchError> {
 }
 
 /// The sender's NID (on tcp), the destination's (on tcp2, two hops away), the gateways
-/// (on tcp1).
+/// (on tcp1, where the router has two NIs).
 pub struct Names {
     /// The end node that sent the message.
     pub src: Nid,
@@ -109,37 +108,41 @@ pub fn frame(n: &Names, payload: usize, seq: u64) -> Result<Vec<u8>, BenchError>
 }
 
 impl Forwarder {
-    /// A router with two live routes to `n.dest`'s net through `n.gateways`.
+    /// A router with NIs on tcp and two on tcp1, and two live routes to `n.dest`'s net
+    /// through `n.gateways`.
     pub fn new(n: &Names) -> Result<Forwarder, BenchError> {
-        let check = RouterCheck::default();
-        let ping = |gw: Nid| GatewayView {
-            alive: GatewayAlive::Alive,
-            ping: Some(GatewayPing {
-                nis: vec![(gw, true), (Nid::new(n.dest.net, 0x0a02_0001), true)],
-                routing_disabled: false,
-                ni_status: true,
-            }),
+        let ni = |s: &str| {
+            parse(s).map(|nid| ForwardNi {
+                nid,
+                link_down: false,
+                numa_distance: 0,
+            })
         };
         let routes = n
             .gateways
             .iter()
-            .map(|gw| {
-                (
-                    RouteSpec {
-                        net: n.dest.net,
-                        gateway: *gw,
-                        hops: Some(1),
-                        priority: 0,
-                    },
-                    ping(*gw),
-                )
+            .map(|gw| ForwardRoute {
+                net: n.dest.net,
+                gateway: *gw,
+                up: true,
+                priority: 0,
+                hops: Some(1),
             })
             .collect();
+        let table = ForwardTable {
+            nis: vec![
+                ni("10.0.0.1@tcp")?,
+                ni("10.1.0.2@tcp1")?,
+                ni("10.1.0.4@tcp1")?,
+            ],
+            routes,
+            udsp: UdspPolicy::default(),
+            numa_range: 0,
+        };
         Ok(Forwarder {
             deframer: Deframer::for_frames(Side::Passive, ProtoVersion::V3, ByteOrder::Little)
                 .header_first(),
-            routes,
-            check,
+            table,
             buffers: RouterBuffers::new(lnet::rtrbuf::per_cpt([0, 0, 0], 1), 8),
             out: Vec::with_capacity(1 << 16),
         })
@@ -175,7 +178,7 @@ impl Forwarder {
                 }) => (header, payload),
                 Some(_) => continue,
             };
-            let gw = self.route(&header)?;
+            let hop = self.next_hop(&header)?;
             let grant = match self
                 .buffers
                 .request(from, header.payload_length, done.messages)
@@ -196,7 +199,7 @@ impl Forwarder {
             )
             .map_err(|e| BenchError::Setup(format!("encode: {e}")))?;
             sink(&self.out);
-            std::hint::black_box(gw);
+            std::hint::black_box(hop);
             let woken = self.buffers.release(grant);
             debug_assert!(woken.is_empty());
             done.messages = done.messages.saturating_add(1);
@@ -207,27 +210,23 @@ impl Forwarder {
         Ok(done)
     }
 
-    /// The gateway for `header`'s destination: the best of the live routes.
-    fn route(&self, header: &Header) -> Result<Nid, BenchError> {
-        let candidates: Vec<RouteCandidate<Nid>> = self
-            .routes
-            .iter()
-            .filter(|(spec, _)| spec.net == header.dest_nid.net)
-            .map(|(spec, view)| RouteCandidate {
-                id: spec.gateway,
-                alive: route_status(spec, view, &self.check).is_ok(),
-                preferred: false,
-                priority: spec.priority,
-                hops: spec.hops,
-                gateway_health: HealthValue::MAX,
-                gateway_tx_queued_bytes: 0,
-                gateway_tx_credits: 8,
-                seq: 0,
-            })
-            .collect();
-        best_route(&candidates)
-            .map(|c| c.id)
-            .ok_or_else(|| BenchError::Setup(format!("no route to {}", header.dest_nid)))
+    /// The next hop of `header`, which arrived on tcp: the best of the live routes, then
+    /// the local NI and gateway NI, as the forwarding path decides (no Multi-Rail peer;
+    /// every NI and peer NI at full health with its credits free).
+    fn next_hop(&self, header: &Header) -> Result<NextHop, BenchError> {
+        let msg = ForwardMsg {
+            src: header.src_nid,
+            dest: header.dest_nid,
+            arrived_on: header.src_nid.net,
+            msg_type: header.msg_type(),
+        };
+        let live = |_: &Nid| Live {
+            tx_credits: 8,
+            ..Live::UNKNOWN
+        };
+        self.table
+            .next_hop(&msg, |_| None::<std::sync::Arc<MrPeer>>, live, live)
+            .map_err(|e| BenchError::Setup(e.to_string()))
     }
 }
 
@@ -279,6 +278,12 @@ mod tests {
             .forward(names.from, &input, &mut |b| out.extend_from_slice(b))
             .unwrap();
         assert_eq!(done.messages, 5);
+        let at = lnd::socklnd::wire::KSOCK_HEADER_BYTES;
+        let header = Header::decode(input.get(at..).unwrap(), HeaderForm::Nid4).unwrap();
+        let hop = fwd.next_hop(&header).unwrap();
+        assert!(hop.via_gateway(), "{hop:?}");
+        assert!(names.gateways.contains(&hop.peer));
+        assert_eq!(hop.ni.net, hop.peer.net);
         assert_eq!(out, input, "the header goes on as it came");
         assert_eq!(run(1000, 0, 16).unwrap().messages, 1000);
     }
