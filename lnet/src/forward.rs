@@ -27,6 +27,12 @@ use crate::{MsgType, Net, Nid};
 use std::ops::Deref;
 use std::sync::Arc;
 
+use smallvec::{smallvec, SmallVec};
+
+/// The few items of one decision (NIDs of a peer, candidates), kept off the heap: a
+/// forward decision allocates nothing in the common case.
+pub type Few<T> = SmallVec<[T; 4]>;
+
 /// A local NI as the forward decision sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardNi {
@@ -139,8 +145,8 @@ pub fn final_hop_nids<P: Deref<Target = MrPeer>>(
     addressed: HealthValue,
     mr: impl Fn(&Nid) -> Option<P>,
     local: impl Fn(Net) -> bool,
-) -> Vec<Nid> {
-    let only = vec![dest];
+) -> Few<Nid> {
+    let only: Few<Nid> = smallvec![dest];
     if matches!(msg_type, MsgType::Ack | MsgType::Reply) {
         return only;
     }
@@ -155,7 +161,7 @@ pub fn final_hop_nids<P: Deref<Target = MrPeer>>(
     if (addressed_up && addressed.is_max()) || mr(&src).is_none() {
         return only;
     }
-    let nids: Vec<Nid> = peer
+    let nids: Few<Nid> = peer
         .nids
         .iter()
         .filter(|(n, up)| *up && local(n.net))
@@ -227,7 +233,7 @@ impl ForwardTable {
                 .direct(&nids, &local, &peer)
                 .ok_or(NoHop::NoLocalNi { dest });
         }
-        let candidates: Vec<RouteCandidate<Nid>> = self
+        let candidates: Few<RouteCandidate<Nid>> = self
             .routes
             .iter()
             .filter(|r| r.net == dest.net)
@@ -270,7 +276,7 @@ impl ForwardTable {
         local: &impl Fn(&Nid) -> Live,
         peer: &impl Fn(&Nid) -> Live,
     ) -> Option<NextHop> {
-        let locals: Vec<LocalNiCandidate<Nid>> = self
+        let locals: Few<LocalNiCandidate<Nid>> = self
             .nis
             .iter()
             .filter(|n| to.iter().any(|t| t.net == n.nid.net))
@@ -289,7 +295,7 @@ impl ForwardTable {
                 }
             })
             .collect();
-        let peers: Vec<PeerNiCandidate<Nid>> = to
+        let peers: Few<PeerNiCandidate<Nid>> = to
             .iter()
             .map(|t| {
                 let p = peer(t);
@@ -303,12 +309,12 @@ impl ForwardTable {
                 }
             })
             .collect();
-        let mut nets: Vec<Net> = to.iter().map(|t| t.net).collect();
+        let mut nets: Few<Net> = to.iter().map(|t| t.net).collect();
         nets.sort_by_key(|n| n.to_u32());
         nets.dedup();
         let best =
             |it: &mut dyn Iterator<Item = HealthValue>| it.max().unwrap_or(HealthValue::ZERO);
-        let nets: Vec<PeerNetCandidate<Net>> = nets
+        let nets: Few<PeerNetCandidate<Net>> = nets
             .into_iter()
             .map(|net| PeerNetCandidate {
                 id: net,

@@ -69,6 +69,7 @@ impl LnetActor {
             |n| self.path.mr_peer(n),
             |n| self.has_net(n),
         )
+        .into_vec()
     }
 
     pub(super) fn has_net(&self, net: Net) -> bool {
