@@ -30,6 +30,7 @@
 //! path from the start: the path never decides anything the actor would decide
 //! differently.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 
@@ -37,7 +38,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
-use lnet::forward::{ForwardMsg, ForwardTable, Live, MrPeer};
+use lnet::forward::{Few, ForwardMsg, ForwardTable, Live, MrPeer};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -492,20 +493,37 @@ impl ForwardPath {
             arrived_on: msg.ni.net,
             msg_type: msg.header.msg_type(),
         };
+        // The decision reads a peer NI more than once (the destination's health, then
+        // its credits): each is looked up once.
+        let seen = RefCell::new(Few::<(Nid, Option<Arc<PathPeerNi>>)>::new());
+        let known = |n: &Nid| {
+            let mut seen = seen.borrow_mut();
+            if let Some((_, p)) = seen.iter().find(|(s, _)| s == n) {
+                return p.as_ref().map_or(Live::UNKNOWN, |p| live(&p.cell));
+            }
+            let p = self.peer_ni(n);
+            let l = p.as_ref().map_or(Live::UNKNOWN, |p| live(&p.cell));
+            seen.push((*n, p));
+            l
+        };
         let hop = snap
             .table
             .next_hop(
                 &fwd,
                 |n| self.mr_peer(n),
                 |n| snap.nis.get(n).map_or(Live::UNKNOWN, |e| live(&e.cell)),
-                |n| {
-                    self.with_peer_ni(n, |e| live(&e.cell))
-                        .unwrap_or(Live::UNKNOWN)
-                },
+                known,
             )
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
-        let to = self.peer_ni(&hop.peer)?;
+        let looked_up = seen
+            .into_inner()
+            .into_iter()
+            .find_map(|(n, p)| (n == hop.peer).then_some(p));
+        let to = match looked_up {
+            Some(p) => p?,
+            None => self.peer_ni(&hop.peer)?,
+        };
         // A peer NI whose cached status is not UP may be one the peer NI aliveness rule
         // drops messages to: the actor decides it, and counts the drop.
         if !out.cell.health().is_max()
