@@ -344,6 +344,16 @@ impl Header {
         self.msg.msg_type()
     }
 
+    /// Whether [`Header::encode_nid4`] would succeed (both NIDs have a 64-bit form),
+    /// without encoding.
+    pub fn check_nid4(&self) -> Result<(), HeaderError> {
+        for (field, nid) in [("dest_nid", &self.dest_nid), ("src_nid", &self.src_nid)] {
+            nid.to_nid4()
+                .map_err(|source| HeaderError::BadNid { field, source })?;
+        }
+        Ok(())
+    }
+
     /// Encodes the 72-byte form. Fails if a NID has no 64-bit form.
     pub fn encode_nid4(&self) -> Result<[u8; HEADER_NID4_BYTES], HeaderError> {
         let mut out = [0u8; HEADER_NID4_BYTES];

@@ -125,8 +125,8 @@ impl<H: LndHandler> SockLnd<H> {
         let bad = |source| SendError::BadHeader { peer, source };
         SendError::check_payload_length(tx)?;
         tx.header.check_lnet().map_err(bad)?;
-        // Refused now if the header cannot go on the wire (on the stack: no allocation).
-        tx.header.encode_nid4().map_err(bad)?;
+        // Refused now if the header cannot go on the wire.
+        tx.header.check_nid4().map_err(bad)?;
         self.shared
             .peer_tx(ProcessId::lustre(peer))
             .ok_or(SendError::Stopped { ni })

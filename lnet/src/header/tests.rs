@@ -169,6 +169,18 @@ fn large_form_puts_union_24_bytes_later() {
             ..
         })
     ));
+    assert_eq!(h.check_nid4(), h.encode_nid4().map(drop));
+    let mut src_large = put(0);
+    src_large.src_nid = h.dest_nid;
+    assert!(matches!(
+        src_large.check_nid4(),
+        Err(HeaderError::BadNid {
+            field: "src_nid",
+            ..
+        })
+    ));
+    assert_eq!(src_large.check_nid4(), src_large.encode_nid4().map(drop));
+    assert_eq!(put(0).check_nid4(), Ok(()));
 }
 
 fn put(payload_length: u32) -> Header {
