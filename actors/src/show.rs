@@ -252,20 +252,46 @@ fn peer_ni(
     }
 }
 
-/// `LNET_PEER_MULTI_RAIL` of the kernel's peer state bits.
-const PEER_MULTI_RAIL: u32 = 1 << 0;
-/// `LNET_PEER_CONFIGURED`.
-const PEER_CONFIGURED: u32 = 1 << 3;
+/// The kernel's peer state bits (`lp_state`) that `peer show` prints as `peer state`.
+mod peer_bits {
+    /// `LNET_PEER_MULTI_RAIL`.
+    pub(super) const MULTI_RAIL: u32 = 1 << 0;
+    /// `LNET_PEER_NO_DISCOVERY`: its ping info did not have the discovery feature.
+    pub(super) const NO_DISCOVERY: u32 = 1 << 1;
+    /// `LNET_PEER_ROUTER_ENABLED`: its ping info did not say routing disabled.
+    pub(super) const ROUTER_ENABLED: u32 = 1 << 2;
+    /// `LNET_PEER_CONFIGURED`.
+    pub(super) const CONFIGURED: u32 = 1 << 3;
+    /// `LNET_PEER_DISCOVERED`.
+    pub(super) const DISCOVERED: u32 = 1 << 4;
+    /// `LNET_PEER_NIDS_UPTODATE`: its NIDs are those of its last ping info.
+    pub(super) const NIDS_UPTODATE: u32 = 1 << 8;
+}
 
-/// `peer state`: the kernel's bits for what this node knows of the peer (Multi-Rail,
-/// configured); the discovery-progress bits are not tracked.
+/// `peer state`: the kernel's bits for what this node knows of the peer. A peer whose
+/// ping info this node learned (a ping reply, a router check, a push) is discovered with
+/// its NIDs up to date, and its features say whether it routes and takes discovery, as
+/// the kernel sets them when it processes a ping reply or push; a peer only known from
+/// traffic has no bit (as the kernel's), a configured one the configured bit. This node
+/// keeps no state for a discovery under way, so the bits of one (`DISCOVERING`,
+/// `PING_SENT`, ...) are never set.
 fn peer_state(p: &crate::node::PeerView) -> u32 {
+    use peer_bits::*;
     let mut s = 0;
     if p.multi_rail {
-        s |= PEER_MULTI_RAIL;
+        s |= MULTI_RAIL;
     }
     if p.configured {
-        s |= PEER_CONFIGURED;
+        s |= CONFIGURED;
+    }
+    if let Some(features) = p.learned {
+        s |= DISCOVERED | NIDS_UPTODATE;
+        if !features.contains(lnet::Features::DISCOVERY) {
+            s |= NO_DISCOVERY;
+        }
+        if !features.contains(lnet::Features::RTE_DISABLED) {
+            s |= ROUTER_ENABLED;
+        }
     }
     s
 }

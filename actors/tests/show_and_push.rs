@@ -20,7 +20,8 @@ use lnet::config::NiStatus;
 use lnet::health::{HealthStatus, HealthValue};
 use lnet::recovery::RecoveryKind;
 use lnet::show::{NetShow, PeerShow, StatsShow, Verbosity};
-use lnet::{Net, Nid};
+use lnet::tunables::{TunableName, Tunables};
+use lnet::{Features, Net, Nid};
 use tokio::time::timeout;
 
 const V3: Verbosity = Verbosity(3);
@@ -207,6 +208,85 @@ async fn wait_view(b: &Node, a_primary: Nid, pred: impl Fn(&[(Nid, bool)]) -> bo
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
+}
+
+/// `peer state` of `primary` in `node`'s `peer show`.
+async fn peer_state(node: &Node, primary: Nid) -> Option<u32> {
+    let shown = node.peer_show().await.unwrap();
+    shown
+        .peers
+        .iter()
+        .find(|p| p.primary_nid == primary)
+        .map(|p| p.peer_state)
+}
+
+/// Waits until `node` shows `primary` with `peer state` `want`.
+async fn wait_peer_state(node: &Node, primary: Nid, want: u32) {
+    loop {
+        if peer_state(node, primary).await == Some(want) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// The kernel's `lp_state` bits `peer show` prints.
+const MULTI_RAIL: u32 = 1;
+const NO_DISCOVERY: u32 = 1 << 1;
+const ROUTER_ENABLED: u32 = 1 << 2;
+const DISCOVERED: u32 = 1 << 4;
+const NIDS_UPTODATE: u32 = 1 << 8;
+
+#[actix::test]
+async fn peer_state_says_what_discovery_learned_of_the_peer() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
+        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
+        let _rx = b.attach(md()).await.unwrap();
+        // Known from traffic only: no bit, as the kernel's peers created by traffic.
+        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        assert_eq!(peer_state(&a, bn[0]).await, Some(0));
+        assert_eq!(peer_state(&b, an[0]).await, Some(0));
+
+        // Discovered (a ping, then a push): 273, as a kernel shows a discovered
+        // Multi-Rail peer that does not route.
+        a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        let discovered = MULTI_RAIL | DISCOVERED | NIDS_UPTODATE;
+        assert_eq!(discovered, 273);
+        assert_eq!(peer_state(&a, bn[0]).await, Some(discovered));
+        // B learned A from the push.
+        wait_peer_state(&b, an[0], discovered).await;
+
+        // B turns discovery off: its ping info loses the discovery feature, and B pushes
+        // it to A.
+        let mut t = Tunables::default();
+        t.set(TunableName::Discovery, 0).unwrap();
+        b.set_tunables(t.clone()).await.unwrap();
+        assert!(!b
+            .ping_info()
+            .await
+            .unwrap()
+            .features
+            .contains(Features::DISCOVERY));
+        wait_peer_state(&a, bn[0], discovered | NO_DISCOVERY).await;
+
+        // B routes: its ping info no longer says routing disabled, pushed to A (which
+        // takes discovery).
+        t.set(TunableName::Routing, 1).unwrap();
+        b.set_routing(t).await.unwrap();
+        wait_peer_state(&a, bn[0], discovered | NO_DISCOVERY | ROUTER_ENABLED).await;
+        // A's own discovery of B finds the same.
+        a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(
+            peer_state(&a, bn[0]).await,
+            Some(discovered | NO_DISCOVERY | ROUTER_ENABLED)
+        );
+    })
+    .await
+    .expect("bounded");
 }
 
 #[actix::test]

@@ -79,7 +79,12 @@ pub(super) struct NiStatusChanged;
 
 impl LnetActor {
     pub(super) fn own_info(&self) -> PingInfo {
-        let mut features = Features::NI_STATUS | Features::MULTI_RAIL | Features::DISCOVERY;
+        let mut features = Features::NI_STATUS | Features::MULTI_RAIL;
+        // `lnetctl set discovery 0`: the peers learn that this node takes no discovery
+        // (they stop pushing to it), as the kernel's ping info says.
+        if self.config.tunables.discovery() {
+            features |= Features::DISCOVERY;
+        }
         if !self.config.tunables.routing() || self.routes.draining() {
             features |= Features::RTE_DISABLED;
         }
@@ -121,6 +126,7 @@ impl LnetActor {
         if let Some(peer) = self.peers.by_primary_mut(&primary) {
             peer.down = down;
             peer.push = push;
+            peer.learned = Some(info.features);
         }
         // The forward decision reads which NIDs a Multi-Rail peer gives DOWN.
         self.publish_mr_peer(primary, &[]);

@@ -258,6 +258,9 @@ impl Handler<SetTunables> for LnetActor {
             self.routes.restart_nets(self.clock.now());
         }
         let flipped = t.routing() != self.config.tunables.routing();
+        // Turning discovery off is pushed (the ping info loses its discovery feature);
+        // turning it on is not, as in the kernel.
+        let discovery_off = !t.discovery() && self.config.tunables.discovery();
         let routing_on = t.routing();
         let buffers = |t: &lnet::tunables::Tunables| {
             use lnet::tunables::TunableName::{LargeBuffers, SmallBuffers, TinyBuffers};
@@ -275,9 +278,10 @@ impl Handler<SetTunables> for LnetActor {
         // `set routing 1` is the way back from a drain; `set routing 0` leaves a drain as
         // it is (the node stays out of service, and now drops what it is sent to forward).
         let undrained = m.set_routing && routing_on && self.end_drain();
-        if flipped || undrained {
-            // The ping info now says routing is (dis)abled, or the NIs are up again: tell
-            // the peers, as the kernel does on `lnetctl set routing`.
+        if flipped || undrained || discovery_off {
+            // The ping info now says routing is (dis)abled, the NIs are up again, or
+            // discovery is off: tell the peers, as the kernel does on `lnetctl set
+            // routing` and `lnetctl set discovery 0`.
             self.push_all(ctx);
         }
     }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actix::prelude::*;
-use lnet::Nid;
+use lnet::{Features, Nid};
 
 use super::error::{BadPeerReason, NodeError, PeerBusyReason};
 use super::{LnetActor, PeerNiEntry};
@@ -29,6 +29,10 @@ pub(super) struct Peer {
     /// Added by the administrator (configuration, API), not only learned from traffic or
     /// discovery: another configured peer may not take its NIDs.
     pub(super) configured: bool,
+    /// The features of the last ping info learned from it (a ping reply, a router
+    /// check or a push): it was discovered. `None`: only known from traffic or
+    /// configuration.
+    pub(super) learned: Option<Features>,
 }
 
 /// Peers by primary NID, with an index from every peer NI to its peer.
@@ -90,6 +94,7 @@ impl PeerTable {
     ) -> Vec<Nid> {
         let mut merged: HashSet<Nid> = HashSet::new();
         let mut was_configured = false;
+        let mut learned = None;
         let mut replaced = Vec::new();
         for nid in std::iter::once(&primary).chain(&nids) {
             let Some(old) = self.primary_of.get(nid).copied() else {
@@ -107,6 +112,7 @@ impl PeerTable {
         }
         if let Some(p) = self.by_primary.remove(&primary) {
             was_configured |= p.configured;
+            learned = p.learned;
             for n in &p.nids {
                 self.primary_of.remove(n);
             }
@@ -127,6 +133,7 @@ impl PeerTable {
                 down: HashSet::new(),
                 push: false,
                 configured: configured || was_configured,
+                learned,
             },
         );
         replaced
@@ -142,6 +149,9 @@ pub struct PeerView {
     pub multi_rail: bool,
     /// Whether it was configured (file or API) rather than learnt.
     pub configured: bool,
+    /// The features of the last ping info learned from it, if it was discovered (a ping
+    /// reply, a router check or a push).
+    pub learned: Option<Features>,
     /// Its peer NIs.
     pub nis: Vec<PeerNiView>,
     /// Its NIDs with their status as its ping info or its last push gave it (true: up;
@@ -282,6 +292,7 @@ impl Handler<ListPeers> for LnetActor {
                     primary: p.primary,
                     multi_rail: p.multi_rail,
                     configured: p.configured,
+                    learned: p.learned,
                     nids: p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect(),
                     nis: p
                         .nids
