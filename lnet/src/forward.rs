@@ -276,6 +276,29 @@ impl ForwardTable {
         local: &impl Fn(&Nid) -> Live,
         peer: &impl Fn(&Nid) -> Live,
     ) -> Option<NextHop> {
+        // One peer NI, and one local NI on its net: the rules have nothing to compare
+        // (they rank candidates, they rule none out), so the choice is made without
+        // reading their health and credits.
+        if let [only] = to {
+            let mut on_net = self.nis.iter().filter(|n| n.nid.net == only.net);
+            if let (Some(ni), None) = (on_net.next(), on_net.next()) {
+                return Some(NextHop {
+                    ni: ni.nid,
+                    peer: *only,
+                    dest: *only,
+                });
+            }
+        }
+        self.select(to, local, peer)
+    }
+
+    /// [`ForwardTable::direct`] by the comparisons of [`select_path`].
+    fn select(
+        &self,
+        to: &[Nid],
+        local: &impl Fn(&Nid) -> Live,
+        peer: &impl Fn(&Nid) -> Live,
+    ) -> Option<NextHop> {
         let locals: Few<LocalNiCandidate<Nid>> = self
             .nis
             .iter()

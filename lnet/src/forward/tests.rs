@@ -360,3 +360,54 @@ fn a_routed_message_keeps_its_destination_in_the_header() {
     assert_eq!(hop.dest, dest);
     assert!(hop.via_gateway());
 }
+
+#[test]
+fn one_peer_ni_and_one_local_ni_on_its_net_need_no_comparison() {
+    let lives = [
+        Live::UNKNOWN,
+        Live {
+            health: HealthValue::ZERO,
+            tx_credits: -5,
+            seq: 3,
+        },
+    ];
+    for link_down in [false, true] {
+        let mut t = table();
+        t.nis[0].link_down = link_down;
+        let to = nid("10.0.0.9@tcp");
+        for l in lives {
+            for p in lives {
+                let (local, peer) = (|_: &Nid| l, |_: &Nid| p);
+                let quick = t.direct(&[to], &local, &peer);
+                assert_eq!(
+                    quick,
+                    t.select(&[to], &local, &peer),
+                    "{link_down} {l:?} {p:?}"
+                );
+                assert_eq!(
+                    quick,
+                    Some(NextHop {
+                        ni: nid("10.0.0.1@tcp"),
+                        peer: to,
+                        dest: to,
+                    })
+                );
+            }
+        }
+    }
+    // Two local NIs on the net: compared as before (the healthier one).
+    let t = table();
+    let to = nid("10.1.0.9@tcp1");
+    let sick = |n: &Nid| {
+        if *n == nid("10.1.0.1@tcp1") {
+            Live {
+                health: HealthValue::ZERO,
+                ..Live::UNKNOWN
+            }
+        } else {
+            Live::UNKNOWN
+        }
+    };
+    let hop = t.direct(&[to], &sick, &all_well).unwrap();
+    assert_eq!(hop.ni, nid("10.1.0.2@tcp1"));
+}
