@@ -50,7 +50,7 @@ fn parse(s: &str) -> Result<Nid, BenchError> {
 }
 
 /// The sender's NID (on tcp), the destination's (on tcp2, two hops away), the gateways
-/// (on tcp1, where the router has two NIs).
+/// (on tcp1).
 pub struct Names {
     /// The end node that sent the message.
     pub src: Nid,
@@ -108,9 +108,10 @@ pub fn frame(n: &Names, payload: usize, seq: u64) -> Result<Vec<u8>, BenchError>
 }
 
 impl Forwarder {
-    /// A router with NIs on tcp and two on tcp1, and two live routes to `n.dest`'s net
-    /// through `n.gateways`.
-    pub fn new(n: &Names) -> Result<Forwarder, BenchError> {
+    /// A router with an NI on tcp and `far_nis` (1 or more) on tcp1, and two live routes
+    /// to `n.dest`'s net through `n.gateways`. With one NI on tcp1 the Multi-Rail choice
+    /// has nothing to compare; with more it compares them.
+    pub fn new(n: &Names, far_nis: u8) -> Result<Forwarder, BenchError> {
         let ni = |s: &str| {
             parse(s).map(|nid| ForwardNi {
                 nid,
@@ -129,12 +130,12 @@ impl Forwarder {
                 hops: Some(1),
             })
             .collect();
+        let mut nis = vec![ni("10.0.0.1@tcp")?];
+        for i in 0..far_nis.max(1) {
+            nis.push(ni(&format!("10.1.1.{}@tcp1", u32::from(i) + 1))?);
+        }
         let table = ForwardTable {
-            nis: vec![
-                ni("10.0.0.1@tcp")?,
-                ni("10.1.0.2@tcp1")?,
-                ni("10.1.0.4@tcp1")?,
-            ],
+            nis,
             routes,
             udsp: UdspPolicy::default(),
             numa_range: 0,
@@ -230,11 +231,11 @@ impl Forwarder {
     }
 }
 
-/// Forwards `count` PUTs of `payload` bytes, fed to the deframer `batch` frames at a time;
-/// returns what was forwarded.
-pub fn run(count: u64, payload: usize, batch: usize) -> Result<Forwarded, BenchError> {
+/// Forwards `count` PUTs of `payload` bytes, fed to the deframer `batch` frames at a time,
+/// through a router with `far_nis` NIs on the gateways' net; returns what was forwarded.
+pub fn run(count: u64, payload: usize, batch: usize, far_nis: u8) -> Result<Forwarded, BenchError> {
     let names = Names::new()?;
-    let mut fwd = Forwarder::new(&names)?;
+    let mut fwd = Forwarder::new(&names, far_nis)?;
     let one = frame(&names, payload, 1)?;
     let batch = batch.max(1);
     let mut chunk = Vec::with_capacity(one.len().saturating_mul(batch));
@@ -268,7 +269,7 @@ mod tests {
     #[test]
     fn every_frame_is_forwarded_byte_for_byte() {
         let names = Names::new().unwrap();
-        let mut fwd = Forwarder::new(&names).unwrap();
+        let mut fwd = Forwarder::new(&names, 2).unwrap();
         let mut input = Vec::new();
         for seq in 0..5 {
             input.extend(frame(&names, 100, seq).unwrap());
@@ -285,6 +286,7 @@ mod tests {
         assert!(names.gateways.contains(&hop.peer));
         assert_eq!(hop.ni.net, hop.peer.net);
         assert_eq!(out, input, "the header goes on as it came");
-        assert_eq!(run(1000, 0, 16).unwrap().messages, 1000);
+        assert_eq!(run(1000, 0, 16, 2).unwrap().messages, 1000);
+        assert_eq!(run(1000, 0, 16, 1).unwrap().messages, 1000);
     }
 }
