@@ -9,7 +9,7 @@
 )]
 
 mod fabric_support;
-use fabric_support::{md, node, put, BOUND};
+use fabric_support::{md, node, pair, put, BOUND};
 
 use std::time::Duration;
 
@@ -73,9 +73,7 @@ async fn lnt_100_each_transaction_ends_at_its_own_callers_timeout() {
     tokio::time::pause();
     timeout(BOUND, async {
         let fabric = Fabric::new();
-        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
-        let (b, bn) = node(&fabric, &["10.0.0.2@tcp"]).await;
-        let _rx = b.attach(md()).await.unwrap();
+        let (a, an, _b, bn, _rx) = pair(&fabric, "10.0.0.2@tcp").await;
         // Every ACK from B is lost.
         // (`lnetctl fault drop add -s B -d A -m ACK` on A: dropped on receive).
         let rule = a

@@ -11,7 +11,7 @@
 
 mod fabric_support;
 use fabric_support::{
-    delay_sends, drop_sends, fail_sends, md, nid, node, put, Fab, BITS, BOUND, PORTAL,
+    delay_sends, drop_sends, fail_sends, md, nid, node, pair, put, Fab, BITS, BOUND, PORTAL,
 };
 
 use std::time::Duration;
@@ -62,9 +62,7 @@ async fn lnt_020_lnt_035_ten_failures_take_an_ni_to_0_then_recovery_brings_it_ba
     tokio::time::pause();
     timeout(BOUND, async {
         let fabric = Fabric::new();
-        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
-        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
-        let _rx = b.attach(md()).await.unwrap();
+        let (a, an, _b, bn, _rx) = pair(&fabric, "10.0.1.1@tcp").await;
         a.add_peer(bn[0], bn.clone(), false).await.unwrap();
         let mut events = a.events().subscribe();
         let rule = a

@@ -9,7 +9,7 @@
 )]
 
 mod fabric_support;
-use fabric_support::{fail_sends, md, nid, node, put, Fab, BITS, BOUND, PORTAL};
+use fabric_support::{fail_sends, nid, node, pair, put, Fab, BITS, BOUND, PORTAL};
 
 use std::time::Duration;
 
@@ -242,9 +242,7 @@ async fn peer_state_says_what_discovery_learned_of_the_peer() {
     tokio::time::pause();
     timeout(BOUND, async {
         let fabric = Fabric::new();
-        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
-        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
-        let _rx = b.attach(md()).await.unwrap();
+        let (a, an, b, bn, _rx) = pair(&fabric, "10.0.1.1@tcp").await;
         // Known from traffic only: no bit, as the kernel's peers created by traffic.
         let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
@@ -401,9 +399,7 @@ async fn latency_keys_time_the_nodes_own_puts_and_gets() {
     tokio::time::pause();
     timeout(BOUND, async {
         let fabric = Fabric::new();
-        let (a, an) = node(&fabric, &["10.0.0.1@tcp"]).await;
-        let (b, bn) = node(&fabric, &["10.0.1.1@tcp"]).await;
-        let _rx = b.attach(md()).await.unwrap();
+        let (a, an, b, bn, _rx) = pair(&fabric, "10.0.1.1@tcp").await;
         // Discovery and the first contact first, without the latency.
         let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");

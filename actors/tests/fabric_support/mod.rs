@@ -38,6 +38,25 @@ pub async fn node(fabric: &Fabric, nids: &[&str]) -> (Node, Vec<Nid>) {
     (node, out)
 }
 
+/// End node A (10.0.0.1@tcp) and end node B (one NI, `b_nid`) on `fabric`, B with the
+/// tests' MD attached: A, its NIDs, B, its NIDs, and the receiver of B's MD (kept alive
+/// by the caller).
+pub async fn pair(
+    fabric: &Fabric,
+    b_nid: &str,
+) -> (
+    Node,
+    Vec<Nid>,
+    Node,
+    Vec<Nid>,
+    tokio::sync::mpsc::Receiver<lnd::RxMessage>,
+) {
+    let (a, an) = node(fabric, &["10.0.0.1@tcp"]).await;
+    let (b, bn) = node(fabric, &[b_nid]).await;
+    let rx = b.attach(md()).await.unwrap();
+    (a, an, b, bn, rx)
+}
+
 /// A PUT on the tests' portal and match bits.
 pub fn put(dest: Nid, ack: bool, secs: u64) -> PutRequest {
     PutRequest {
