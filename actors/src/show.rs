@@ -18,13 +18,17 @@
 //! `peer_buffer_credits` and `peer_timeout` are the net's tunables (the peer NIs' credits
 //! and the peer NI aliveness rule, [`lnet::aliveness`]).
 //!
+//! `dev cpt` is -1 (`CFS_CPT_ANY`): the kernel gives the CPT whose CPUs lie on the NUMA node
+//! of the NI's device, but the CPT threads here are not bound to CPUs, so no CPT belongs to
+//! a node.
+//!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of `peer state` (its
-//! Multi-Rail and configured bits are set), the router credits of a peer NI that never
-//! sent through this node (its tx credits). A peer NI's `refcount` is
-//! [`peer_ni_refcount`]: 1 for the peer table and one per message holding it. The latency keys of
-//! `statistics:` are this node's own operations through the NI or peer NI (its PUTs'
-//! egress, its GETs' and acknowledged PUTs' round trips), as the kernel's.
+//! `udsp info` (-1, no rule), the discovery bits of `peer state` (its Multi-Rail and
+//! configured bits are set), the router credits of a peer NI that never sent through this
+//! node (its tx credits). A peer NI's `refcount` is [`peer_ni_refcount`]: 1 for the peer
+//! table and one per message holding it. The latency keys of `statistics:` are this
+//! node's own operations through the NI or peer NI (its PUTs' egress, its GETs' and
+//! acknowledged PUTs' round trips), as the kernel's.
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
 //! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
