@@ -18,12 +18,17 @@
 //! `peer_buffer_credits` and `peer_timeout` are the net's tunables (the peer NIs' credits
 //! and the peer NI aliveness rule, [`lnet::aliveness`]).
 //!
+//! `dev cpt` is -1 (`CFS_CPT_ANY`): the kernel gives the CPT whose CPUs lie on the NUMA node
+//! of the NI's device, but the CPT threads here are not bound to CPUs, so no CPT belongs to
+//! a node.
+//!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! `udsp info` (-1, no rule), `dev cpt` (-1), the discovery bits of `peer state` (its
-//! Multi-Rail and configured bits are set), `refcount` (1), the router credits of a peer
-//! NI that never sent through this node (its tx credits). The latency keys of
-//! `statistics:` are this node's own operations through the NI or peer NI (its PUTs'
-//! egress, its GETs' and acknowledged PUTs' round trips), as the kernel's.
+//! `udsp info` (-1, no rule), the discovery bits of `peer state` (its Multi-Rail and
+//! configured bits are set), the router credits of a peer NI that never sent through this
+//! node (its tx credits). A peer NI's `refcount` is [`peer_ni_refcount`]: 1 for the peer
+//! table and one per message holding it. The latency keys of `statistics:` are this
+//! node's own operations through the NI or peer NI (its PUTs' egress, its GETs' and
+//! acknowledged PUTs' round trips), as the kernel's.
 //!
 //! [`Node::route_show`] and [`Node::routing_config`] give the `route:` and `routing:`
 //! sections of the configuration model, as `lnetctl route show -v` and `routing show` print
@@ -212,10 +217,37 @@ fn peer_ni_state(v: &PeerNiView, gateway: bool, aliveness: bool) -> PeerNiState 
     }
 }
 
+/// A peer NI's `refcount`, as the kernel's (`lpni_refcount`, a kref in later trees) counts
+/// the references to it: one for its place in the peer table, and one per LNet message
+/// that holds it. In lustre-release's lib-move.c a message takes a reference on its tx
+/// peer NI when the send picks it (`msg_txpeer`, before the tx credits are charged, so a
+/// message queued for a credit holds it too) and drops it when its tx credits are given
+/// back at completion (`lnet_return_tx_credits_locked`); a received message takes one on
+/// its rx peer NI in `lnet_parse` (`msg_rxpeer`) and drops it when its rx credits are given
+/// back at finalize (`lnet_return_rx_credits_locked`), which for a forwarded message is
+/// after its forward completed, together with its router buffer and peer router credit.
+/// Here: `tx_held`, the messages charged to its tx credits and not completed (those
+/// waiting for a credit included: its tx credits when idle less those now), and
+/// `rtr_held`, the messages received from it that hold (or wait for) one of its router
+/// buffer credits. The kernel's other, short-lived references (a message received for
+/// this node while it is being delivered, the recovery queue, a lookup under way) are not
+/// counted; an idle peer NI is 1, as the kernel shows it.
+pub fn peer_ni_refcount(tx_held: i64, rtr_held: i64) -> u32 {
+    let held = tx_held.max(0).saturating_add(rtr_held.max(0));
+    u32::try_from(held.saturating_add(1)).unwrap_or(u32::MAX)
+}
+
+/// Messages holding a credit of `credits`, or waiting for one: its credits when idle less
+/// those now.
+fn held(max: u32, now: i32) -> i64 {
+    i64::from(max) - i64::from(now)
+}
+
 fn peer_ni(
     v: &PeerNiView,
     udsp: UdspInfo,
     rtr: Option<&lnet::rtrbuf::PeerRtrCredits>,
+    rtr_held: i64,
     state: PeerNiState,
 ) -> ShowPeerNi {
     let s = &v.stats;
@@ -234,7 +266,7 @@ fn peer_ni(
             tx_q_num_of_buf: u32::try_from(v.tx_queued_bytes).unwrap_or(u32::MAX),
             available_rtr_credits: rtr_now,
             min_rtr_credits: rtr_min,
-            refcount: 1,
+            refcount: peer_ni_refcount(held(v.max_tx_credits, v.tx_credits), rtr_held),
         },
         statistics: statistics(s),
         sent_stats: msg_stats(&s.sent),
@@ -374,6 +406,11 @@ impl Node {
         let (net_credits, _) = self.show_settings().await?;
         let aliveness =
             |net: Net| routing.enabled && net_credits.get(&net).is_some_and(|c| c.peer_timeout > 0);
+        // A peer NI's router-buffer credits are kept by each CPT it sent through.
+        let mut rtr_held: BTreeMap<Nid, i64> = BTreeMap::new();
+        for (n, c) in &routing.buffers.peers {
+            *rtr_held.entry(*n).or_default() += held(c.max, c.credits);
+        }
         let rtr: BTreeMap<Nid, lnet::rtrbuf::PeerRtrCredits> =
             routing.buffers.peers.into_iter().collect();
         Ok(PeerShow {
@@ -390,7 +427,8 @@ impl Node {
                             let info = udsp.peer_ni_info_with(&v.nid, &local_nids, &gateways);
                             let gateway = gateways.binary_search(&v.nid).is_ok();
                             let state = peer_ni_state(v, gateway, aliveness(v.nid.net));
-                            peer_ni(v, info, rtr.get(&v.nid), state)
+                            let rtr_held = rtr_held.get(&v.nid).copied().unwrap_or(0);
+                            peer_ni(v, info, rtr.get(&v.nid), rtr_held, state)
                         })
                         .collect(),
                 })
@@ -505,5 +543,25 @@ impl Node {
             },
             nids: entries.iter().map(|e| e.key).collect(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{held, peer_ni_refcount};
+
+    #[test]
+    fn an_idle_peer_ni_is_held_by_the_peer_table_alone() {
+        assert_eq!(peer_ni_refcount(held(8, 8), 0), 1);
+    }
+
+    #[test]
+    fn each_message_charged_or_waiting_or_holding_a_router_buffer_holds_it() {
+        // Three sends charged, two more waiting for a credit.
+        assert_eq!(peer_ni_refcount(held(3, -2), 0), 6);
+        // One send under way, two forwarded messages from it holding router buffers.
+        assert_eq!(peer_ni_refcount(held(8, 7), held(8, 6)), 4);
+        // A count above its idle value (never expected) holds nothing.
+        assert_eq!(peer_ni_refcount(held(8, 9), 0), 1);
     }
 }

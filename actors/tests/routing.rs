@@ -1157,6 +1157,101 @@ async fn a_multi_rail_peer_added_at_run_time_is_forwarded_to_by_the_fast_path() 
     .unwrap();
 }
 
+/// The `refcount` of a peer NI (`peer show -v`; `debug peer` prints it from there) counts the
+/// messages that hold it, as the kernel's: on R1, B while R1 forwards A's PUT of 1 MiB to it
+/// (charged to B's tx credits) and A while that PUT holds a router buffer; on A, the
+/// gateway R1 while A sends it a PUT; each is back to 1 once the sends have completed. The
+/// router checkers' pings may be under way beside the PUTs.
+#[actix::test]
+async fn a_peer_ni_refcount_counts_the_messages_holding_it() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let (t, mut md) = known_to_r1().await;
+        let refcount = |node: &Node, n: &'static str| {
+            let node = node.clone();
+            async move {
+                let shown = node.peer_show().await.unwrap();
+                shown
+                    .peers
+                    .iter()
+                    .flat_map(|p| &p.nis)
+                    .find(|p| p.nid == nid(n))
+                    .unwrap()
+                    .credits
+                    .refcount
+            }
+        };
+        // Back to 1 once what is under way has completed (sends made while a link took
+        // 5 s complete up to 5 s after it is fast again).
+        let idle = |node: &Node, n: &'static str| {
+            let node = node.clone();
+            async move {
+                for _ in 0..1000 {
+                    if refcount(&node, n).await == 1 {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                false
+            }
+        };
+        for (node, n) in [(&t.r1, B), (&t.r1, A), (&t.a, R1A)] {
+            assert!(idle(node, n).await, "{n} idle: {}", refcount(node, n).await);
+        }
+        // The hop from R1 to B takes 5 s: R1 holds the PUT it received from A in a router
+        // buffer while it sends it to B.
+        t.fabric
+            .set_link_latency(nid(R1B), nid(B), Some(Duration::from_secs(5)));
+        let put = t.a.put(put_of(B, 1 << 20, 4)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let held = refcount(&t.r1, B).await;
+        assert!(held > 1, "B while R1 forwards to it: {held}");
+        let held = refcount(&t.r1, A).await;
+        assert!(
+            held > 1,
+            "A while its PUT holds a router buffer of R1: {held}"
+        );
+        t.fabric.set_link_latency(nid(R1B), nid(B), None);
+        let got = put.finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        for (node, n) in [(&t.r1, B), (&t.r1, A)] {
+            assert!(
+                idle(node, n).await,
+                "{n} idle again: {}",
+                refcount(node, n).await
+            );
+        }
+        // The hop from A to R1 takes 5 s: A's own send to its gateway holds it.
+        t.fabric
+            .set_link_latency(nid(A), nid(R1A), Some(Duration::from_secs(5)));
+        let put = t.a.put(put_of(B, 1 << 20, 5)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let held = refcount(&t.a, R1A).await;
+        assert!(held > 1, "A's gateway while A sends to it: {held}");
+        t.fabric.set_link_latency(nid(A), nid(R1A), None);
+        let got = put.finish().await;
+        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        let mut lens = Vec::new();
+        while lens.len() < 4 && lens.iter().filter(|l| **l == 1 << 20).count() < 2 {
+            lens.push(md.recv().await.unwrap().payload.len());
+        }
+        assert_eq!(
+            lens.iter().filter(|l| **l == 1 << 20).count(),
+            2,
+            "{lens:?}"
+        );
+        for (node, n) in [(&t.r1, B), (&t.r1, A), (&t.a, R1A)] {
+            assert!(
+                idle(node, n).await,
+                "{n} idle again: {}",
+                refcount(node, n).await
+            );
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// `tx_q_num_of_buf`: a peer NI counts the bytes (payload and header) of the messages
 /// charged to its tx credits until their sends complete, on the sender's own path (A's
 /// gateway) and on the router's forwarding path (R1's peer NI B) alike, and is back to 0

@@ -1,6 +1,10 @@
 //! The link of each NI's network interface, watched so that a link that goes down is
 //! advertised at once (the NI turns DOWN in this node's ping info, which is pushed to
-//! its peers: they stop routing through it toward that net).
+//! its peers: they stop routing through it toward that net), and `net show` says `status:
+//! down`, `fatal_error: 1`. The kernel's socklnd and o2iblnd both mark an NI's link fatal
+//! when its netdev goes down (o2iblnd: the IPoIB interface, or the Ethernet one under
+//! RoCE); so are tcp and o2ib NIs both watched here, on the interface that carries the NI's
+//! address.
 //!
 //! Linux shows an interface's state in `/sys/class/net/IF/operstate` and its flags in
 //! `/sys/class/net/IF/flags` (bit 0: IFF_UP). A link is up when the interface is
@@ -8,12 +12,15 @@
 //! `notpresent` (a dummy or loopback interface reports `unknown` while up). An interface
 //! that disappears is down.
 
+use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actors::Node;
 use lnet::Nid;
+use tokio::task::AbortHandle;
 
 /// How often the links are read.
 pub const LINK_POLL: Duration = Duration::from_millis(200);
@@ -54,24 +61,59 @@ pub fn read_link(name: &str) -> bool {
     }
 }
 
-/// Watches the links of `nis` (NI and interface name) until the node stops, telling the
-/// node of every change.
-pub async fn watch(node: Node, nis: Vec<(Nid, String)>) {
-    let mut last: Vec<bool> = vec![true; nis.len()];
+/// The link watches of a node's NIs (tcp and o2ib alike, configured or added at run time),
+/// by NID: each ends when its NI is deleted (`net del`) or the node stops.
+#[derive(Debug, Clone, Default)]
+pub struct LinkWatches(Arc<Mutex<HashMap<Nid, AbortHandle>>>);
+
+impl LinkWatches {
+    /// Starts watching the link of NI `nid` on `interface` (none: the NI has no interface
+    /// of its own, nothing to watch), in place of any watch it had. Must be called inside
+    /// the node's actix system (on the system thread, where the NIs start).
+    pub fn start(&self, node: &Node, nid: Nid, interface: Option<String>) {
+        let Some(name) = interface else {
+            return;
+        };
+        let watch = actix::spawn(watch(node.clone(), nid, name)).abort_handle();
+        if let Ok(mut watches) = self.0.lock() {
+            if let Some(old) = watches.insert(nid, watch) {
+                old.abort();
+            }
+        }
+    }
+
+    /// Ends the link watch of NI `nid`, if it has one.
+    pub fn end(&self, nid: Nid) {
+        if let Some(w) = self.0.lock().ok().and_then(|mut w| w.remove(&nid)) {
+            w.abort();
+        }
+    }
+
+    /// Ends every link watch.
+    pub fn end_all(&self) {
+        if let Ok(mut watches) = self.0.lock() {
+            for (_, w) in watches.drain() {
+                w.abort();
+            }
+        }
+    }
+}
+
+/// Watches the link of NI `nid` on interface `name` until the NI or the node is gone,
+/// telling the node of every change.
+async fn watch(node: Node, nid: Nid, name: String) {
+    let mut was = true;
     let mut tick = tokio::time::interval(LINK_POLL);
     loop {
         tick.tick().await;
-        for ((nid, name), was) in nis.iter().zip(last.iter_mut()) {
-            let up = read_link(name);
-            if up != *was {
-                tracing::warn!(%nid, interface = %name, up, "link changed");
-                match node.set_ni_link(*nid, up).await {
-                    // An NI deleted since (`net del`): the others are still watched.
-                    Ok(()) | Err(actors::NodeError::NoSuchNi { .. }) => {}
-                    Err(_) => return,
-                }
-                *was = up;
+        let up = read_link(&name);
+        if up != was {
+            tracing::warn!(%nid, interface = %name, up, "link changed");
+            if node.set_ni_link(nid, up).await.is_err() {
+                // The NI was deleted (`net del`) or the node stopped.
+                return;
             }
+            was = up;
         }
     }
 }

@@ -6,9 +6,8 @@
 //! `conns_per_peer`, the socklnd and o2iblnd timeouts) are kept in the NIs' `lnd tunables`
 //! in the store and set on the running LNDs, whose `net show` says so at once.
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use actors::{Node, NodeError};
 use lnet::config::{LndTunables, LocalNi, NetConfig, NiTunables};
@@ -25,30 +24,25 @@ pub struct RuntimeNis {
     store: Arc<Store>,
     incarnation: u64,
     cpts: lnd::socklnd::Cpts,
-    /// The running socklnd NIs (configured and added here), whose settings `net set`
-    /// changes.
-    socklnd: crate::tcp_ni::SockNis,
-    /// The running o2ib NIs, likewise.
-    o2ib: crate::o2ib_ni::O2ibNis,
+    /// The running NIs (configured and added here): their settings, which `net set`
+    /// changes, and their link watches, which end when the NI is deleted.
+    nis: crate::run::RunningNis,
     system: actix::ArbiterHandle,
     /// Held while an NI is added or deleted, so that two changes do not check against the
     /// same state.
     changing: Arc<tokio::sync::Mutex<()>>,
-    /// The link watches of the NIs added here, ended when the NI is deleted.
-    watches: Arc<Mutex<HashMap<Nid, tokio::task::AbortHandle>>>,
 }
 
 impl RuntimeNis {
     /// For `node`, kept in `store`; new NIs share this run's `incarnation` and `cpts`, and
-    /// start on `system`, the thread the configured NIs started on; `socklnd` and `o2ib`:
-    /// the running NIs of each LND.
+    /// start on `system`, the thread the configured NIs started on; `nis`: the running NIs'
+    /// settings and link watches.
     pub fn new(
         node: Node,
         store: Arc<Store>,
         incarnation: u64,
         cpts: lnd::socklnd::Cpts,
-        socklnd: crate::tcp_ni::SockNis,
-        o2ib: crate::o2ib_ni::O2ibNis,
+        nis: crate::run::RunningNis,
         system: actix::ArbiterHandle,
     ) -> RuntimeNis {
         RuntimeNis {
@@ -56,11 +50,9 @@ impl RuntimeNis {
             store,
             incarnation,
             cpts,
-            socklnd,
-            o2ib,
+            nis,
             system,
             changing: Arc::default(),
-            watches: Arc::default(),
         }
     }
 
@@ -80,13 +72,6 @@ impl RuntimeNis {
             return Err(stopped());
         }
         rx.await.map_err(|_| stopped())
-    }
-
-    /// Ends the link watch of NI `nid`, if it was added here.
-    fn end_watch(&self, nid: Nid) {
-        if let Some(w) = self.watches.lock().ok().and_then(|mut w| w.remove(&nid)) {
-            w.abort();
-        }
     }
 
     async fn add(self, spec: NiSpec) -> Result<Nid, NiControlError> {
@@ -157,7 +142,7 @@ impl RuntimeNis {
         )?;
         self.start(plan, nid).await?;
         if let Err(e) = self.store.add_local_ni(spec.net, &local) {
-            self.end_watch(nid);
+            self.nis.links.end(nid);
             self.forget(nid);
             let node = self.node.clone();
             let _ = self
@@ -180,22 +165,16 @@ impl RuntimeNis {
         if let Some(ni) = plan.nis.into_iter().find(|n| n.nid == nid) {
             let (node, incarnation, cpts) =
                 (self.node.clone(), self.incarnation, self.cpts.clone());
-            let link = ni.interface.clone();
-            let (started, watch) = self
+            let links = self.nis.links.clone();
+            let started = self
                 .on_system(async move {
                     let started = crate::tcp_ni::start(&node, &ni, incarnation, &cpts).await?;
-                    let addr = ni.nid.addr_u32().map(Ipv4Addr::from);
-                    let watch = crate::link::interface_of(link.as_deref(), addr).map(|name| {
-                        actix::spawn(crate::link::watch(node, vec![(ni.nid, name)])).abort_handle()
-                    });
-                    Ok::<_, crate::tcp_ni::NiStartError>((started, watch))
+                    links.start(&node, ni.nid, started.interface.clone());
+                    Ok::<_, crate::tcp_ni::NiStartError>(started)
                 })
                 .await?
                 .map_err(start_err)?;
-            if let (Some(w), Ok(mut watches)) = (watch, self.watches.lock()) {
-                watches.insert(nid, w);
-            }
-            if let Ok(mut nis) = self.socklnd.lock() {
+            if let Ok(mut nis) = self.nis.socklnd.lock() {
                 nis.insert(nid, started);
             }
             return Ok(());
@@ -203,11 +182,16 @@ impl RuntimeNis {
         #[cfg(feature = "o2ib")]
         if let Some(ni) = plan.o2ib_nis.into_iter().find(|n| n.nid == nid) {
             let (node, incarnation) = (self.node.clone(), self.incarnation);
+            let links = self.nis.links.clone();
             let started = self
-                .on_system(async move { crate::o2ib_ni::start(&node, &ni, incarnation).await })
+                .on_system(async move {
+                    let started = crate::o2ib_ni::start(&node, &ni, incarnation).await?;
+                    links.start(&node, ni.nid, started.interface.clone());
+                    Ok::<_, crate::tcp_ni::NiStartError>(started)
+                })
                 .await?
                 .map_err(start_err)?;
-            if let Ok(mut nis) = self.o2ib.lock() {
+            if let Ok(mut nis) = self.nis.o2ib.lock() {
                 nis.insert(nid, started);
             }
             return Ok(());
@@ -233,7 +217,7 @@ impl RuntimeNis {
                 })
             }
         }
-        self.end_watch(nid);
+        self.nis.links.end(nid);
         self.forget(nid);
         let keep_err = |e: store::StoreError| NiControlError::Keep {
             message: format!("NI {nid} was stopped but its deletion could not be kept: {e}"),
@@ -261,10 +245,10 @@ impl RuntimeNis {
 impl RuntimeNis {
     /// Forgets the live settings of NI `nid`, which stopped.
     fn forget(&self, nid: Nid) {
-        if let Ok(mut nis) = self.socklnd.lock() {
+        if let Ok(mut nis) = self.nis.socklnd.lock() {
             nis.remove(&nid);
         }
-        if let Ok(mut nis) = self.o2ib.lock() {
+        if let Ok(mut nis) = self.nis.o2ib.lock() {
             nis.remove(&nid);
         }
     }
@@ -272,6 +256,7 @@ impl RuntimeNis {
     /// The running socklnd NIs, in NID order.
     fn socklnd_nis(&self) -> Vec<(Nid, crate::tcp_ni::SockNi)> {
         let mut nis: Vec<_> = self
+            .nis
             .socklnd
             .lock()
             .map(|n| n.iter().map(|(k, v)| (*k, v.clone())).collect())
@@ -283,6 +268,7 @@ impl RuntimeNis {
     /// The running o2ib NIs, in NID order.
     fn o2ib_nis(&self) -> Vec<(Nid, crate::o2ib_ni::O2ibRunning)> {
         let mut nis: Vec<_> = self
+            .nis
             .o2ib
             .lock()
             .map(|n| n.iter().map(|(k, v)| (*k, v.clone())).collect())

@@ -98,15 +98,26 @@ pub struct Running {
     incarnation: u64,
     /// The CPTs' runtimes, for the socklnd NIs added later.
     lnd_cpts: lnd::socklnd::Cpts,
+    /// Its running NIs' live settings and link watches.
+    nis: RunningNis,
+}
+
+/// What the daemon keeps of its running NIs (configured and added at run time) beside the
+/// node: their live settings, by LND, and the watches of their links.
+#[derive(Debug, Clone, Default)]
+pub struct RunningNis {
     /// The running socklnd NIs, whose settings `net set` changes.
-    socklnd: crate::tcp_ni::SockNis,
+    pub socklnd: crate::tcp_ni::SockNis,
     /// The running o2ib NIs, likewise.
-    o2ib: crate::o2ib_ni::O2ibNis,
+    pub o2ib: crate::o2ib_ni::O2ibNis,
+    /// The watches of their links.
+    pub links: crate::link::LinkWatches,
 }
 
 impl Running {
     /// Stops every NI, then the CPTs' threads; whether all NIs stopped cleanly.
     pub async fn stop(self) -> bool {
+        self.nis.links.end_all();
         let clean = stop_all(&self.node).await;
         for a in self.cpts {
             a.stop();
@@ -137,8 +148,8 @@ async fn start_cpts(n: usize) -> (Vec<actix::Arbiter>, Vec<tokio::runtime::Handl
     (arbiters, handles)
 }
 
-/// Starts the node described by `plan`: its NIs, peers and routes, and the watch on its
-/// NIs' links. Must be called inside a running actix system.
+/// Starts the node described by `plan`: its NIs, with the watch on each one's link, its
+/// peers and routes. Must be called inside a running actix system.
 pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
     start_plan_with(plan, false).await
 }
@@ -161,40 +172,30 @@ async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunErro
     });
     let incarnation = incarnation();
     let cpts = lnd::socklnd::Cpts(runtimes);
-    let socklnd = crate::tcp_ni::SockNis::default();
-    let o2ib = crate::o2ib_ni::O2ibNis::default();
+    let nis = RunningNis::default();
     let drained = if draining {
         node.start_drain().await.map(drop)
     } else {
         Ok(())
     };
     let started = match drained {
-        Ok(()) => start(&node, plan, incarnation, &cpts, (&socklnd, &o2ib)).await,
+        Ok(()) => start(&node, plan, incarnation, &cpts, &nis).await,
         Err(source) => Err(RunError::Drain(source)),
     };
     if let Err(e) = started {
+        nis.links.end_all();
         stop_all(&node).await;
         for a in arbiters {
             a.stop();
         }
         return Err(e);
     }
-    let links: Vec<(Nid, String)> = plan
-        .nis
-        .iter()
-        .filter_map(|n| {
-            let addr = n.nid.addr_u32().map(std::net::Ipv4Addr::from);
-            crate::link::interface_of(n.interface.as_deref(), addr).map(|i| (n.nid, i))
-        })
-        .collect();
-    actix::spawn(crate::link::watch(node.clone(), links));
     Ok(Running {
         node,
         cpts: arbiters,
         incarnation,
         lnd_cpts: cpts,
-        socklnd,
-        o2ib,
+        nis,
     })
 }
 
@@ -265,8 +266,7 @@ pub async fn run(
                     Arc::clone(store),
                     running.incarnation,
                     running.lnd_cpts.clone(),
-                    running.socklnd.clone(),
-                    running.o2ib.clone(),
+                    running.nis.clone(),
                     actix::Arbiter::current(),
                 )) as Arc<dyn web::NiControl>
             });
@@ -407,23 +407,23 @@ async fn start(
     plan: &Plan,
     incarnation: u64,
     cpts: &lnd::socklnd::Cpts,
-    (socklnd, o2ib): (&crate::tcp_ni::SockNis, &crate::o2ib_ni::O2ibNis),
+    nis: &RunningNis,
 ) -> Result<(), RunError> {
     for ni in &plan.nis {
         let started = crate::tcp_ni::start(node, ni, incarnation, cpts).await?;
-        if let Ok(mut nis) = socklnd.lock() {
-            nis.insert(ni.nid, started);
+        nis.links.start(node, ni.nid, started.interface.clone());
+        if let Ok(mut socklnd) = nis.socklnd.lock() {
+            socklnd.insert(ni.nid, started);
         }
     }
     #[cfg(feature = "o2ib")]
     for ni in &plan.o2ib_nis {
         let started = crate::o2ib_ni::start(node, ni, incarnation).await?;
-        if let Ok(mut nis) = o2ib.lock() {
-            nis.insert(ni.nid, started);
+        nis.links.start(node, ni.nid, started.interface.clone());
+        if let Ok(mut o2ib) = nis.o2ib.lock() {
+            o2ib.insert(ni.nid, started);
         }
     }
-    #[cfg(not(feature = "o2ib"))]
-    let _ = o2ib;
     for p in &plan.peers {
         node.add_peer(p.primary, p.nids.clone(), p.multi_rail)
             .await

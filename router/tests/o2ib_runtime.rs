@@ -6,8 +6,11 @@
 //! B never answers is cut off by it (where the 50 s the NI started with would have held it);
 //! an o2ib NI added then takes the new timeout; an interface without an RDMA device is
 //! refused (-22) naming it; a restart from the store alone brings the NIs back with the
-//! timeout; `net del` stops one. Runs inside the rdma-vm (scripts/o2ib-vm-test); elsewhere
-//! it says it was skipped.
+//! timeout; `net del` stops one. And the link of an o2ib NI (configured, or added at run
+//! time) is watched: on an interface of its own with a soft-RoCE device (a veth pair the VM
+//! script makes for this test alone), set down, `net show` says `status: down` and
+//! `fatal_error: 1`; up again, `status: up` and `fatal_error: 0`. Runs inside the rdma-vm
+//! (scripts/o2ib-vm-test); elsewhere it says it was skipped.
 
 #![cfg(feature = "o2ib")]
 #![allow(
@@ -125,12 +128,19 @@ async fn run(cert: &Path, token: &str, args: &[&str]) -> (bool, String, String) 
 }
 
 async fn start(args: &[OsString]) -> Daemon {
+    start_at(
+        args,
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 62, 1)), PORT),
+        API,
+    )
+    .await
+}
+
+/// Starts the daemon with `args` and waits for its acceptor on `tcp` and its API on `api`.
+async fn start_at(args: &[OsString], tcp: SocketAddr, api: u16) -> Daemon {
     let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
     let mut d = Daemon::start_args(&args);
-    for addr in [
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 62, 1)), PORT),
-        SocketAddr::from(([127, 0, 0, 1], API)),
-    ] {
+    for addr in [tcp, SocketAddr::from(([127, 0, 0, 1], api))] {
         timeout(WAIT, wait_listening(&mut d, addr))
             .await
             .expect("bounded");
@@ -356,4 +366,126 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     stop(d).await;
     println!("net del --nid {router_ib}: stopped");
     b.stop().await;
+}
+
+const LINK_PORT: u16 = 24_522;
+const LINK_API: u16 = 24_523;
+
+/// The interface of the link test and its address: one end of a veth pair of its own, with
+/// a soft-RoCE device on it, which the test may set down (`RDMAVM_LINK_IF`,
+/// `RDMAVM_LINK_IP`); `None` (and a line saying so) outside the rdma-vm.
+fn link_vm() -> Option<(String, Ipv4Addr)> {
+    let iface = std::env::var("RDMAVM_LINK_IF").ok();
+    let ip = std::env::var("RDMAVM_LINK_IP")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    match (iface, ip) {
+        (Some(iface), Some(ip)) => Some((iface, ip)),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED o2ib_runtime link test: not inside the rdma-vm (RDMAVM_LINK_IF is \
+                 unset); run scripts/o2ib-vm-test"
+            );
+            None
+        }
+    }
+}
+
+/// Sets interface `iface` `up` or down.
+fn set_link(iface: &str, up: bool) {
+    let status = std::process::Command::new("ip")
+        .args(["link", "set", iface, if up { "up" } else { "down" }])
+        .status()
+        .unwrap();
+    assert!(status.success(), "ip link set {iface}: {status}");
+}
+
+/// Waits (bounded) until `net show -v 3` of NI `ni` says `status` and `fatal_error`; what
+/// it said last.
+async fn wait_shown(cert: &Path, ni: Nid, status: &str, fatal_error: u8) -> String {
+    let want = [
+        format!("status: {status}\n"),
+        format!("fatal_error: {fatal_error}\n"),
+    ];
+    let mut shown = String::new();
+    for _ in 0..100 {
+        let (ok, out, err) = ctl_async(
+            LINK_API,
+            cert,
+            READER,
+            &["net", "show", "--net", &ni.net.to_string(), "-v", "3"],
+        )
+        .await;
+        assert!(ok, "{out}{err}");
+        assert!(out.contains(&format!("nid: {ni}\n")), "{out}");
+        shown = out;
+        if want.iter().all(|w| shown.contains(w.as_str())) {
+            return shown;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("NI {ni} never showed status {status}, fatal_error {fatal_error}:\n{shown}");
+}
+
+/// Sets the link of `iface` down and up again and sees NI `ni` on it follow.
+async fn down_and_up(cert: &Path, iface: &str, ni: Nid, how: &str) {
+    set_link(iface, false);
+    let shown = wait_shown(cert, ni, "down", 1).await;
+    println!("{how} {ni}: ip link set {iface} down -> net show:\n{shown}");
+    set_link(iface, true);
+    wait_shown(cert, ni, "up", 0).await;
+    println!("{how} {ni}: ip link set {iface} up -> status: up, fatal_error: 0");
+}
+
+#[actix::test]
+async fn an_o2ib_ni_whose_link_goes_down_is_shown_down_with_a_fatal_error() {
+    let Some((iface, ip)) = link_vm() else {
+        return;
+    };
+    let configured = nid(&format!("{ip}@o2ib7"));
+    let config = format!(
+        "net:
+    - net type: tcp
+      local NI(s):
+        - nid: 127.0.62.5@tcp
+    - net type: o2ib7
+      local NI(s):
+        - nid: {configured}
+routing:
+    enable: 1
+lnet-router:
+    acceptor_port: {LINK_PORT}
+    net_check: off
+"
+    );
+    let s = api_setup(&config, LINK_API, ADMIN, READER);
+    let cert = s.cert.as_path();
+    let tcp = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 62, 5)), LINK_PORT);
+    let d = start_at(&s.args, tcp, LINK_API).await;
+    wait_shown(cert, configured, "up", 0).await;
+    down_and_up(cert, &iface, configured, "configured").await;
+
+    // `net del` ends its watch; the same address added at run time on another net is
+    // watched again.
+    let (ok, out, err) = ctl_async(
+        LINK_API,
+        cert,
+        ADMIN,
+        &["net", "del", "--nid", &configured.to_string()],
+    )
+    .await;
+    assert!(ok && out.is_empty(), "{out}{err}");
+    let added = nid(&format!("{ip}@o2ib8"));
+    let (ok, out, err) = ctl_async(
+        LINK_API,
+        cert,
+        ADMIN,
+        &["net", "add", "--net", "o2ib8", "--if", &iface],
+    )
+    .await;
+    assert!(ok && out.is_empty(), "{out}{err}");
+    wait_shown(cert, added, "up", 0).await;
+    down_and_up(cert, &iface, added, "added at run time").await;
+    stop(d).await;
 }

@@ -23,7 +23,9 @@ pub struct PeerNiDebug {
     pub nid: String,
     /// The peer's primary NID.
     pub primary_nid: String,
-    /// References held (1 here: no such reference count is kept).
+    /// References held: 1 for the peer table, and one per message holding it (charged
+    /// to its tx credits and not completed, or holding one of its router buffer credits),
+    /// as `peer show -v` prints it.
     pub refcount: u32,
     /// `up` or `down` for a gateway, `NA` for any other peer NI (as the kernel, which
     /// tracks aliveness for routers only).
