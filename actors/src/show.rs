@@ -23,9 +23,9 @@
 //! a node.
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
-//! `udsp info` (-1, no rule), the discovery bits of `peer state` (its Multi-Rail and
-//! configured bits are set), the router credits of a peer NI that never sent through this
-//! node (its tx credits). A peer NI's `refcount` is [`peer_ni_refcount`]: 1 for the peer
+//! `udsp info` (-1, no rule), the router credits of a peer NI that never sent through
+//! this node (its tx credits). `peer state` is [`peer_state`]: the kernel's bits for what
+//! this node learned of the peer. A peer NI's `refcount` is [`peer_ni_refcount`]: 1 for the peer
 //! table and one per message holding it. The latency keys of `statistics:` are this
 //! node's own operations through the NI or peer NI (its PUTs' egress, its GETs' and
 //! acknowledged PUTs' round trips), as the kernel's.
