@@ -17,6 +17,18 @@ use web::{NiControl, NiControlError, NiFuture, NiSpec};
 
 use crate::plan::{HostInterfaces, Interfaces, PlanError};
 
+/// What the daemon keeps of its running NIs (configured and added at run time) beside the
+/// node: their live settings, by LND, and the watches of their links.
+#[derive(Debug, Clone, Default)]
+pub struct RunningNis {
+    /// The running socklnd NIs, whose settings `net set` changes.
+    pub socklnd: crate::tcp_ni::SockNis,
+    /// The running o2ib NIs, likewise.
+    pub o2ib: crate::o2ib_ni::O2ibNis,
+    /// The watches of their links.
+    pub links: crate::link::LinkWatches,
+}
+
 /// Starts and stops the NIs of a running node, and keeps them in its store.
 #[derive(Debug, Clone)]
 pub struct RuntimeNis {
@@ -26,7 +38,7 @@ pub struct RuntimeNis {
     cpts: lnd::socklnd::Cpts,
     /// The running NIs (configured and added here): their settings, which `net set`
     /// changes, and their link watches, which end when the NI is deleted.
-    nis: crate::run::RunningNis,
+    nis: RunningNis,
     system: actix::ArbiterHandle,
     /// Held while an NI is added or deleted, so that two changes do not check against the
     /// same state.
@@ -42,7 +54,7 @@ impl RuntimeNis {
         store: Arc<Store>,
         incarnation: u64,
         cpts: lnd::socklnd::Cpts,
-        nis: crate::run::RunningNis,
+        nis: RunningNis,
         system: actix::ArbiterHandle,
     ) -> RuntimeNis {
         RuntimeNis {

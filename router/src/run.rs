@@ -12,6 +12,7 @@ use lnet::fault::RuleId;
 use lnet::Nid;
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::net_control::RunningNis;
 use crate::plan::Plan;
 
 /// How long a stopping router keeps forwarding after it told its peers it is going down,
@@ -100,18 +101,6 @@ pub struct Running {
     lnd_cpts: lnd::socklnd::Cpts,
     /// Its running NIs' live settings and link watches.
     nis: RunningNis,
-}
-
-/// What the daemon keeps of its running NIs (configured and added at run time) beside the
-/// node: their live settings, by LND, and the watches of their links.
-#[derive(Debug, Clone, Default)]
-pub struct RunningNis {
-    /// The running socklnd NIs, whose settings `net set` changes.
-    pub socklnd: crate::tcp_ni::SockNis,
-    /// The running o2ib NIs, likewise.
-    pub o2ib: crate::o2ib_ni::O2ibNis,
-    /// The watches of their links.
-    pub links: crate::link::LinkWatches,
 }
 
 impl Running {
