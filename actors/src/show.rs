@@ -24,9 +24,9 @@
 //!
 //! Fields the node does not track yet print the value lnetctl shows on a quiet node:
 //! `udsp info` (-1, no rule), the router credits of a peer NI that never sent through
-//! this node (its tx credits). `peer state` is [`peer_state`]: the kernel's bits for what
-//! this node learned of the peer. A peer NI's `refcount` is [`peer_ni_refcount`]: 1 for the peer
-//! table and one per message holding it. The latency keys of `statistics:` are this
+//! this node (its tx credits). `peer state` is the kernel's bits for what this node
+//! learned of the peer (`peer_state`); a peer NI's `refcount` is 1 for the peer table and
+//! one per message holding it (`peer_ni_refcount`). The latency keys of `statistics:` are this
 //! node's own operations through the NI or peer NI (its PUTs' egress, its GETs' and
 //! acknowledged PUTs' round trips), as the kernel's.
 //!
@@ -232,7 +232,7 @@ fn peer_ni_state(v: &PeerNiView, gateway: bool, aliveness: bool) -> PeerNiState 
 /// buffer credits. The kernel's other, short-lived references (a message received for
 /// this node while it is being delivered, the recovery queue, a lookup under way) are not
 /// counted; an idle peer NI is 1, as the kernel shows it.
-pub fn peer_ni_refcount(tx_held: i64, rtr_held: i64) -> u32 {
+fn peer_ni_refcount(tx_held: i64, rtr_held: i64) -> u32 {
     let held = tx_held.max(0).saturating_add(rtr_held.max(0));
     u32::try_from(held.saturating_add(1)).unwrap_or(u32::MAX)
 }
