@@ -9,7 +9,7 @@
 )]
 
 mod fabric_support;
-use fabric_support::{fail_sends, nid, node, pair, put, Fab, BITS, BOUND, PORTAL};
+use fabric_support::{fail_sends, nid, node, pair, put, put_acked, Fab, BITS, BOUND, PORTAL};
 
 use std::time::Duration;
 
@@ -244,8 +244,7 @@ async fn peer_state_says_what_discovery_learned_of_the_peer() {
         let fabric = Fabric::new();
         let (a, an, b, bn, _rx) = pair(&fabric, "10.0.1.1@tcp").await;
         // Known from traffic only: no bit, as the kernel's peers created by traffic.
-        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
-        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        put_acked(&a, bn[0]).await;
         assert_eq!(peer_state(&a, bn[0]).await, Some(0));
         assert_eq!(peer_state(&b, an[0]).await, Some(0));
 
@@ -370,8 +369,7 @@ async fn a_removed_ni_leaves_selection_ping_info_recovery_and_its_lnd() {
         assert_eq!(tcp, vec![an[0]]);
         // Traffic goes on over the NI that is left.
         for _ in 0..10 {
-            let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
-            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            put_acked(&a, bn[0]).await;
             assert_eq!(rx.recv().await.unwrap().ni, bn[0]);
         }
         assert_eq!(a.local_nis().await.unwrap().len(), 1);
@@ -401,8 +399,7 @@ async fn latency_keys_time_the_nodes_own_puts_and_gets() {
         let fabric = Fabric::new();
         let (a, an, b, bn, _rx) = pair(&fabric, "10.0.1.1@tcp").await;
         // Discovery and the first contact first, without the latency.
-        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
-        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        put_acked(&a, bn[0]).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         let latency = |node: Node, ni: Nid, peer: Nid| async move {
             let local = node
@@ -434,8 +431,7 @@ async fn latency_keys_time_the_nodes_own_puts_and_gets() {
             "no time passed: no sample"
         );
         fabric.set_link_latency(an[0], bn[0], Some(Duration::from_millis(3)));
-        let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
-        assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+        put_acked(&a, bn[0]).await;
         let got = a.put(put(bn[0], false, 5)).await.unwrap().finish().await;
         assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
         let got = a

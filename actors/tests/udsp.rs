@@ -9,7 +9,7 @@
 )]
 
 mod fabric_support;
-use fabric_support::{md, nid, node, put, BOUND};
+use fabric_support::{md, nid, node, put, put_acked, BOUND};
 
 use actors::{MdSpec, Node, NodeError};
 use lnet::config::UdspRule;
@@ -97,8 +97,7 @@ async fn udsp_dst_rule_picks_the_peer_ni_of_a_multi_rail_peer() {
         .await
         .unwrap();
         for _ in 0..10 {
-            let got = a.put(put(bn[0], true, 5)).await.unwrap().finish().await;
-            assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+            put_acked(&a, bn[0]).await;
             assert_eq!(rx.recv().await.unwrap().ni, bn[1]);
         }
         let peers = a.peer_show().await.unwrap();

@@ -70,6 +70,12 @@ pub fn put(dest: Nid, ack: bool, secs: u64) -> PutRequest {
     }
 }
 
+/// A PUT with an ACK from `node` to `dest` (the tests' portal), which must end well.
+pub async fn put_acked(node: &Node, dest: Nid) {
+    let got = node.put(put(dest, true, 5)).await.unwrap().finish().await;
+    assert!(got.iter().all(|e| e.status.is_ok()), "{got:?}");
+}
+
 /// The memory descriptor the tests' PUTs and GETs match.
 pub fn md() -> MdSpec {
     MdSpec {
