@@ -111,6 +111,11 @@ pub struct O2iblndCounters {
     pub conns: u64,
     /// Receive or send completions that failed on a live connection.
     pub wc_errors: u64,
+    /// PUTs received and handed up in the sink buffer the peer's RDMA wrote them to, no
+    /// copy made (a router forwards them from there).
+    pub puts_lent: u64,
+    /// PUTs received and handed up as a copy (half the sink buffers were lent).
+    pub puts_copied: u64,
 }
 
 /// Every named `why` and `other`, at 0.
@@ -155,6 +160,8 @@ impl From<&O2ibStats> for O2iblndCounters {
             handshakes: s.handshakes,
             conns: s.conns,
             wc_errors: s.wc_errors,
+            puts_lent: s.sinks_lent,
+            puts_copied: s.sinks_copied,
         }
     }
 }

@@ -351,6 +351,22 @@ async fn immediate_and_bulk_puts_both_directions() {
     );
     assert_eq!(sa.rdma_bytes, 4096 + (1 << 20) + 16 * (1 << 20));
     assert_eq!(sb.rdma_bytes, sa.rdma_bytes);
+    // Each side received 18 PUTs by RDMA: handed up in their sink buffers (at most half
+    // of them lent at once, the rest copied), and every one lent given back once the
+    // message was dropped.
+    for (name, node, s) in [("A", &a, &sa), ("B", &b, &sb)] {
+        assert_eq!(s.sinks_lent + s.sinks_copied, 18, "{name}: {s:?}");
+        assert!(s.sinks_lent >= 1, "{name}: {s:?}");
+        let mut now = s.sinks_lent_now;
+        for _ in 0..100 {
+            if now == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            now = node.lnd.stats().await.unwrap().sinks_lent_now;
+        }
+        assert_eq!(now, 0, "{name}: every lent sink buffer given back");
+    }
     let info = a.lnd.conn_info(b.nid()).await.unwrap();
     assert_eq!(
         (info.version, info.queue_depth, info.max_frags),

@@ -1,7 +1,8 @@
 //! Routing between a tcp net and an o2ib net on real verbs: end node A on tcp (loopback),
 //! a router with a tcp NI and an o2ib NI on the VM's first soft-RoCE device, end node B on
 //! o2ib on the second. PUT with ACK and GET with REPLY pass both ways with their payloads
-//! intact, and the router counts what it forwarded. Runs inside the rdma-vm
+//! intact, and the router counts what it forwarded, and forwards what came by RDMA from
+//! the buffer it landed in. Runs inside the rdma-vm
 //! (scripts/o2ib-vm-test); elsewhere it says it was skipped.
 
 #![cfg(feature = "o2ib")]
@@ -16,6 +17,7 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use actors::lnd_counters::LndCounters;
 use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
@@ -193,6 +195,25 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
     assert_eq!(routed, 16, "{c:?}");
     assert_eq!(bytes, 2 * (4096 + (1 << 20) + 8192), "{c:?}");
     println!("router forwarded {routed} messages, {bytes} payload bytes");
+    // What came in on the router's o2ib NI by RDMA (the 4 KiB and 1 MiB PUTs from B, the
+    // 8 KiB REPLY to A's GET) was forwarded from the sink buffer it was written to: no
+    // copy through user space.
+    let o2ib = r
+        .lnd_counters()
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|n| match n.counters {
+            LndCounters::O2iblnd(c) => Some(c),
+            LndCounters::Socklnd(_) => None,
+        })
+        .unwrap();
+    assert_eq!(
+        (o2ib.puts_lent, o2ib.puts_copied),
+        (3, 0),
+        "the router's o2ib NI: {o2ib:?}"
+    );
+    println!("the router's o2ib NI handed up 3 payloads in their sink buffers, copied none");
 }
 
 /// The router's large pool (4 buffers) filled from both directions through its one o2ib

@@ -25,6 +25,14 @@ pub struct O2ibStats {
     pub rdma_bytes: u64,
     /// Most peer credits a connection had in use at once.
     pub peak_credits_in_use: u16,
+    /// PUTs handed to the layer above in the sink buffer the peer's RDMA wrote them to,
+    /// without a copy.
+    pub sinks_lent: u64,
+    /// PUTs handed to the layer above as a copy of their sink buffer (half the sink
+    /// buffers were lent at the time).
+    pub sinks_copied: u64,
+    /// Sink buffers lent to the layer above now.
+    pub sinks_lent_now: u64,
     /// Receive or send completions that failed on a live connection.
     pub wc_errors: u64,
     /// Incoming connections torn down because the requester never completed the

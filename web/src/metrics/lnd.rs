@@ -50,7 +50,7 @@ fn write_socklnd(x: &mut Exposition, nis: &[(String, &SocklndCounters)]) {
 /// Writes the o2iblnd series of `nis`.
 fn write_o2iblnd(x: &mut Exposition, nis: &[(String, &O2iblndCounters)]) {
     type Field = fn(&O2iblndCounters) -> u64;
-    let plain: [(&str, &str, bool, Field); 7] = [
+    let plain: [(&str, &str, bool, Field); 9] = [
         (
             "lnet_router_o2iblnd_conns_established_total",
             "Connections an o2iblnd NI established (both directions).",
@@ -80,6 +80,18 @@ fn write_o2iblnd(x: &mut Exposition, nis: &[(String, &O2iblndCounters)]) {
             "Receive or send completions that failed on a live connection of an o2iblnd NI.",
             true,
             |c| c.wc_errors,
+        ),
+        (
+            "lnet_router_o2iblnd_puts_lent_total",
+            "PUTs an o2iblnd NI received and handed up in the registered buffer the peer's RDMA wrote them to, without a copy.",
+            true,
+            |c| c.puts_lent,
+        ),
+        (
+            "lnet_router_o2iblnd_puts_copied_total",
+            "PUTs an o2iblnd NI received and handed up as a copy, half its sink buffers being lent at the time.",
+            true,
+            |c| c.puts_copied,
         ),
         (
             "lnet_router_o2iblnd_handshakes",
@@ -178,6 +190,8 @@ mod tests {
             handshakes: 1,
             conns: 3,
             wc_errors: 0,
+            puts_lent: 8,
+            puts_copied: 1,
         };
         let nis = [
             NiLndCounters {
@@ -221,6 +235,12 @@ lnet_router_o2iblnd_handshake_limit_rejects_total{nid=\"10.1.0.1@o2ib\"} 7
 # HELP lnet_router_o2iblnd_wc_errors_total Receive or send completions that failed on a live connection of an o2iblnd NI.
 # TYPE lnet_router_o2iblnd_wc_errors_total counter
 lnet_router_o2iblnd_wc_errors_total{nid=\"10.1.0.1@o2ib\"} 0
+# HELP lnet_router_o2iblnd_puts_lent_total PUTs an o2iblnd NI received and handed up in the registered buffer the peer's RDMA wrote them to, without a copy.
+# TYPE lnet_router_o2iblnd_puts_lent_total counter
+lnet_router_o2iblnd_puts_lent_total{nid=\"10.1.0.1@o2ib\"} 8
+# HELP lnet_router_o2iblnd_puts_copied_total PUTs an o2iblnd NI received and handed up as a copy, half its sink buffers being lent at the time.
+# TYPE lnet_router_o2iblnd_puts_copied_total counter
+lnet_router_o2iblnd_puts_copied_total{nid=\"10.1.0.1@o2ib\"} 1
 # HELP lnet_router_o2iblnd_handshakes Connections of an o2iblnd NI in handshake now, each holding a QP and receive buffers.
 # TYPE lnet_router_o2iblnd_handshakes gauge
 lnet_router_o2iblnd_handshakes{nid=\"10.1.0.1@o2ib\"} 1

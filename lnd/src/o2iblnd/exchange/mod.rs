@@ -121,8 +121,11 @@ pub enum Action {
         /// Its payload.
         payload: Bytes,
     },
-    /// Hand a PUT to the layer above: copy `len` bytes at `offset` of the sink buffers
-    /// into `buf` (cleared first), then deliver it as [`Action::Deliver`] would.
+    /// Hand a PUT to the layer above: with `lend`, the `len` bytes at `offset` of the
+    /// sink buffers themselves, as they are (no copy): that sink buffer stays out of use
+    /// until the layer above lets go of them and the driver says so
+    /// ([`Exchanges::sink_returned`]); otherwise a copy of them in `buf` (cleared first).
+    /// Then deliver it as [`Action::Deliver`] would.
     DeliverSink {
         /// The peer that sent it on this hop.
         from: ProcessId,
@@ -134,6 +137,8 @@ pub enum Action {
         len: usize,
         /// The buffer the layer above chose.
         buf: BytesMut,
+        /// The sink buffer lent to the layer above, if it is lent.
+        lend: Option<usize>,
     },
     /// A send of the layer above ended.
     Complete(TxCompletion),
@@ -247,6 +252,10 @@ pub struct ExchangeStats {
     pub rdma_bytes: u64,
     /// Most peer credits a connection had in use at once.
     pub peak_credits_in_use: u16,
+    /// PUTs handed up in the sink buffer the peer wrote them to (no copy).
+    pub sinks_lent: u64,
+    /// PUTs handed up as a copy of their sink buffer (half the sink buffers were lent).
+    pub sinks_copied: u64,
 }
 
 /// The receiver's side of a PUT: where the payload goes once PUT_DONE arrives.
@@ -256,6 +265,9 @@ struct Sink {
     header: Header,
     from: ProcessId,
     slot: usize,
+    /// Lent to the layer above with the payload: freed by [`Exchanges::sink_returned`],
+    /// not when the tx ends.
+    lent: bool,
 }
 
 #[derive(Debug)]
@@ -392,6 +404,10 @@ pub struct Exchanges {
     msg_free: Vec<usize>,
     src_free: Vec<usize>,
     sink_free: Vec<usize>,
+    /// Sink buffers lent to the layer above now, and the most that may be: half of
+    /// them, so that what the layer above holds never starves the PUTs to come.
+    lent: usize,
+    max_lent: usize,
     pending_sinks: VecDeque<PendingSink>,
     pending_gets: HashMap<(Nid, WireHandle), PendingGet>,
     next_tx: u32,
@@ -418,6 +434,8 @@ impl Exchanges {
             msg_free: (0..cfg.ntx).rev().collect(),
             src_free: (0..cfg.bulk_buffers).rev().collect(),
             sink_free: (0..cfg.bulk_buffers).rev().collect(),
+            lent: 0,
+            max_lent: cfg.bulk_buffers / 2,
             pending_sinks: VecDeque::new(),
             pending_gets: HashMap::new(),
             next_tx: 1,
@@ -454,6 +472,19 @@ impl Exchanges {
             .into_iter()
             .flat_map(|k| self.links.values().map(move |l| l.last_send + k));
         deadlines.chain(keepalives).min()
+    }
+
+    /// The layer above let go of sink buffer `slot`, lent with a PUT
+    /// ([`Action::DeliverSink`]): it takes the next PUT waiting for a sink.
+    pub fn sink_returned(&mut self, now: Instant, slot: usize) {
+        self.lent = self.lent.saturating_sub(1);
+        self.sink_free.push(slot);
+        self.start_sinks(now);
+    }
+
+    /// Sink buffers lent to the layer above now.
+    pub fn sinks_lent_now(&self) -> usize {
+        self.lent
     }
 
     /// The counters.
@@ -656,7 +687,9 @@ impl Exchanges {
             self.msg_starved = true;
         }
         if let TxKind::PutAck { sink, .. } = &tx.kind {
-            self.sink_free.push(sink.slot);
+            if !sink.lent {
+                self.sink_free.push(sink.slot);
+            }
         }
     }
 

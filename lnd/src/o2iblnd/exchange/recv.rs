@@ -161,12 +161,22 @@ impl Exchanges {
                         let want =
                             usize::try_from(sink.header.payload_length).unwrap_or(usize::MAX);
                         if usize::try_from(comp.status).ok() == Some(want) {
+                            sink.lent = self.lent < self.max_lent;
+                            let lend = if sink.lent {
+                                self.lent += 1;
+                                self.stats.sinks_lent += 1;
+                                Some(sink.slot)
+                            } else {
+                                self.stats.sinks_copied += 1;
+                                None
+                            };
                             delivery = Some(Action::DeliverSink {
                                 from: sink.from,
                                 header: sink.header,
                                 offset: sink.slot * BULK_BUFFER_BYTES,
                                 len: want,
                                 buf: std::mem::take(&mut sink.buf),
+                                lend,
                             });
                         } else {
                             tracing::warn!(
@@ -178,8 +188,8 @@ impl Exchanges {
                     }
                 }
                 self.maybe_finish(c, id);
-                // The sink is free again, but the PUT_ACK that hands it out next is posted
-                // after this delivery read it.
+                // A sink copied from is free again, but the PUT_ACK that hands it out next
+                // is posted after this delivery read it.
                 self.actions.extend(delivery);
                 self.start_sinks(now);
             }
@@ -315,6 +325,7 @@ impl Exchanges {
                         header: p.header,
                         from: ProcessId::lustre(peer),
                         slot,
+                        lent: false,
                     },
                 },
             );

@@ -87,6 +87,11 @@ struct Side {
     timed_out: Vec<Nid>,
     /// Type codes of the messages this side posted, in order.
     sent_types: Vec<u8>,
+    /// Sink buffers lent to this side's layer above and still held: the slot, where the
+    /// payload lies in the sink buffers, and the payload handed up.
+    lent: Vec<(usize, usize, Bytes)>,
+    /// Whether this side's layer above keeps what it is lent (else it lets go at once).
+    keep_lent: bool,
 }
 
 impl Side {
@@ -116,6 +121,21 @@ impl Side {
             connects: Vec::new(),
             timed_out: Vec::new(),
             sent_types: Vec::new(),
+            lent: Vec::new(),
+            keep_lent: false,
+        }
+    }
+
+    /// Lets go of every sink buffer lent to this side's layer above, checking that no
+    /// RDMA wrote over it meanwhile.
+    fn return_lent(&mut self, now: Instant) {
+        for (slot, offset, payload) in std::mem::take(&mut self.lent) {
+            assert_eq!(
+                &self.sink[offset..offset + payload.len()],
+                &payload[..],
+                "sink buffer {slot} was written while lent"
+            );
+            self.ex.sink_returned(now, slot);
         }
     }
 
@@ -209,10 +229,23 @@ fn run_actions(side: &mut Side, out: &mut VecDeque<Bytes>, remote: &mut RemoteMe
                 offset,
                 len,
                 mut buf,
+                lend,
             } => {
-                buf.clear();
-                buf.extend_from_slice(&side.sink[offset..offset + len]);
-                side.delivered.push((from, header, buf.freeze()));
+                let payload = match lend {
+                    // The sink memory itself: a copy here, checked when let go.
+                    Some(slot) => {
+                        assert_eq!(offset / BULK_BUFFER_BYTES, slot, "lent the wrong slot");
+                        let payload = Bytes::copy_from_slice(&side.sink[offset..offset + len]);
+                        side.lent.push((slot, offset, payload.clone()));
+                        payload
+                    }
+                    None => {
+                        buf.clear();
+                        buf.extend_from_slice(&side.sink[offset..offset + len]);
+                        buf.freeze()
+                    }
+                };
+                side.delivered.push((from, header, payload));
             }
             Action::Complete(c) => side.completed.push(c),
             Action::Close { conn, why } => side.closed.push((conn, why)),
@@ -319,7 +352,13 @@ impl Pair {
                 kernel: None,
             },
         );
-        let moved = !to_a.is_empty() || !to_b.is_empty();
+        let mut moved = !to_a.is_empty() || !to_b.is_empty();
+        for side in [&mut *a, &mut *b] {
+            if !side.keep_lent && !side.lent.is_empty() {
+                side.return_lent(*now);
+                moved = true;
+            }
+        }
         b.inbox.extend(to_b);
         a.inbox.extend(to_a);
         let mut progress = moved;
@@ -411,6 +450,108 @@ fn more_puts_than_bulk_buffers_wait_for_one() {
             .iter()
             .any(|d| d.2 == pattern(10_000 + id as usize, id as u8)));
     }
+}
+
+#[test]
+fn a_put_is_handed_up_in_its_sink_buffer_which_waits_for_its_return() {
+    const SINKS: usize = 4;
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+    let mut cfg = O2ibLndConfig::new(b.nid, STAMP_B);
+    cfg.ntx = 16;
+    cfg.bulk_buffers = SINKS;
+    b.ex = Exchanges::new(&cfg, b.sink_region);
+    b.sink = vec![0; SINKS * BULK_BUFFER_BYTES];
+    a.link_to(now, &b, 8);
+    b.link_to(now, &a, 8);
+    let mut p = Pair {
+        a,
+        b,
+        now,
+        b_listens: true,
+        a_listens: true,
+        sends_complete: true,
+    };
+    p.b.keep_lent = true;
+    let b_nid = p.b.nid;
+    let puts = SINKS + 2;
+    for id in 0..puts as u64 {
+        p.a.send(p.now, id, b_nid, pattern(100_000, id as u8));
+    }
+    p.run();
+    // Half the sink buffers are lent and held; the other PUTs were copied out of the
+    // other half, one after another.
+    assert_eq!(p.b.delivered.len(), puts);
+    for id in 0..puts as u64 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+        assert_eq!(p.b.delivered[id as usize].2, pattern(100_000, id as u8));
+    }
+    assert_eq!(p.b.lent.len(), SINKS / 2);
+    assert_eq!(p.b.ex.sinks_lent_now(), SINKS / 2);
+    assert_eq!(p.b.ex.stats().sinks_lent, (SINKS / 2) as u64);
+    assert_eq!(p.b.ex.stats().sinks_copied, (puts - SINKS / 2) as u64);
+    // Given back, they are lent again.
+    p.b.return_lent(p.now);
+    assert_eq!(p.b.ex.sinks_lent_now(), 0);
+    p.a.send(p.now, 99, b_nid, pattern(200_000, 9));
+    p.run();
+    assert_eq!(p.a.status_of(99), Some(HealthStatus::Ok));
+    assert_eq!(
+        p.b.delivered.last().map(|d| d.2.clone()),
+        Some(pattern(200_000, 9))
+    );
+    assert_eq!(p.b.ex.stats().sinks_lent, (SINKS / 2 + 1) as u64);
+    p.b.return_lent(p.now);
+}
+
+#[test]
+fn a_put_waiting_for_a_sink_gets_the_one_given_back() {
+    // One sink buffer, none lent (half of one): every PUT is copied; with two, one is
+    // lent, and a PUT that finds the other busy waits for the lent one to come back.
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+    a.link_to(now, &b, 8);
+    b.link_to(now, &a, 8);
+    let mut p = Pair {
+        a,
+        b,
+        now,
+        b_listens: true,
+        a_listens: true,
+        sends_complete: true,
+    };
+    p.b.keep_lent = true;
+    let b_nid = p.b.nid;
+    p.a.send(p.now, 1, b_nid, pattern(50_000, 1));
+    p.run();
+    assert_eq!(p.b.ex.sinks_lent_now(), 1);
+    // The other sink is taken by a PUT whose PUT_DONE has not come: a third PUT waits.
+    p.sends_complete = false;
+    p.a.send(p.now, 2, b_nid, pattern(50_000, 2));
+    p.a.send(p.now, 3, b_nid, pattern(50_000, 3));
+    for _ in 0..3 {
+        p.step();
+    }
+    let acks = |p: &Pair| {
+        p.b.sent_types
+            .iter()
+            .filter(|t| **t == IBLND_MSG_PUT_ACK)
+            .count()
+    };
+    assert_eq!(acks(&p), 2, "a PUT_ACK for the first two PUTs only");
+    p.sends_complete = true;
+    p.run();
+    assert_eq!(acks(&p), 2, "the third PUT still waits for a sink");
+    p.b.return_lent(p.now);
+    p.run();
+    assert_eq!(acks(&p), 3);
+    for id in 1..=3 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+    }
+    assert_eq!(p.b.delivered.len(), 3);
+    assert_eq!(p.b.delivered[2].2, pattern(50_000, 3));
 }
 
 #[test]

@@ -53,10 +53,12 @@ use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 mod conns;
+mod lend;
 mod rx;
 mod task;
 mod tx;
 
+use self::lend::{SinkMemory, SinkReturns};
 use crate::counters::LndCounters;
 use crate::lnd::{
     Lnd, LndHandler, PeerDown, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxRequest,
@@ -276,8 +278,9 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
                 rx,
                 msgs,
                 src,
-                sink,
+                sink: SinkMemory::new(sink),
             },
+            returns: Arc::new(SinkReturns::default()),
             cq,
             pd,
             listener_key: listener.key(),
@@ -367,7 +370,7 @@ struct Pools {
     rx: Region,
     msgs: Region,
     src: Region,
-    sink: Region,
+    sink: SinkMemory,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -431,6 +434,8 @@ struct State<H: LndHandler> {
     by_cm: HashMap<usize, u32>,
     rx_free: Vec<usize>,
     pools: Pools,
+    /// Sink buffers the layer above let go of (see [`lend`]).
+    returns: Arc<SinkReturns>,
     cq: Cq,
     pd: Pd,
     listener_key: usize,

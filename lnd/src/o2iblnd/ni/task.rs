@@ -5,6 +5,9 @@
 
 use super::*;
 
+/// How long a stopping NI waits for the payloads it lent to be let go of.
+const LENT_GRACE: Duration = Duration::from_secs(5);
+
 impl<H: LndHandler> State<H> {
     pub(super) async fn run(
         mut self,
@@ -60,6 +63,10 @@ impl<H: LndHandler> State<H> {
                     self.on_judged(query, decision);
                 }
                 Some(()) = self.delivering.next(), if !self.delivering.is_empty() => {}
+                _ = self.returns.wake.notified() => {
+                    self.take_timeout();
+                    self.take_returns();
+                }
             }
             self.run_actions().await;
         }
@@ -112,11 +119,30 @@ impl<H: LndHandler> State<H> {
                     offset,
                     len,
                     mut buf,
+                    lend,
                 } => {
-                    if let Some(data) = self.pools.sink.read(offset, len) {
-                        buf.clear();
-                        buf.extend_from_slice(data);
-                        self.deliver(from, header, buf.freeze());
+                    let payload = match lend {
+                        Some(slot) => {
+                            let lent = lend::lent_payload(
+                                &self.pools.sink,
+                                offset,
+                                len,
+                                slot,
+                                &self.returns,
+                            );
+                            if lent.is_none() {
+                                self.ex.sink_returned(Instant::now(), slot);
+                            }
+                            lent
+                        }
+                        None => self.pools.sink.region().read(offset, len).map(|data| {
+                            buf.clear();
+                            buf.extend_from_slice(data);
+                            buf.freeze()
+                        }),
+                    };
+                    if let Some(payload) = payload {
+                        self.deliver(from, header, payload);
                     }
                 }
                 Action::Complete(done) => self.handler.on_send_complete(done),
@@ -142,6 +168,9 @@ impl<H: LndHandler> State<H> {
             rx_msgs: ex.rx_msgs.clone(),
             tx_msgs: ex.tx_msgs.clone(),
             rdma_bytes: ex.rdma_bytes,
+            sinks_lent: ex.sinks_lent,
+            sinks_copied: ex.sinks_copied,
+            sinks_lent_now: self.ex.sinks_lent_now() as u64,
             peak_credits_in_use: ex.peak_credits_in_use,
             handshakes: self
                 .conns
@@ -233,7 +262,22 @@ impl<H: LndHandler> State<H> {
         })
     }
 
+    /// Gives the exchanges the sink buffers the layer above let go of.
+    fn take_returns(&mut self) {
+        let now = Instant::now();
+        for slot in self.returns.take() {
+            self.ex.sink_returned(now, slot);
+        }
+    }
+
     async fn shutdown(&mut self) {
+        // Payloads lent from the sink buffers are being forwarded: give them a moment to
+        // go before the NI's memory does (see `lend`).
+        let deadline = Instant::now() + LENT_GRACE;
+        while self.pools.sink.lent() && Instant::now() < deadline {
+            let _ = tokio::time::timeout_at(deadline, self.returns.wake.notified()).await;
+            self.take_returns();
+        }
         let all: Vec<u32> = self.conns.keys().copied().collect();
         for c in all {
             self.close_conn(c, CloseWhy::Stop);
