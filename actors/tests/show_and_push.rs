@@ -500,3 +500,60 @@ async fn latency_keys_time_the_nodes_own_puts_and_gets() {
     .await
     .unwrap();
 }
+
+/// A's view of the peer that has `nid`: whether it is Multi-Rail, and its NIDs.
+async fn peer_of(node: &Node, nid: Nid) -> Option<(bool, Vec<Nid>)> {
+    node.peers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|p| p.nids.iter().any(|(n, _)| *n == nid))
+        .map(|p| (p.multi_rail, p.nids.into_iter().map(|(n, _)| n).collect()))
+}
+
+/// Discovery makes a peer Multi-Rail, and takes its NIDs, only as the kernel's does
+/// (`lnet_discovery_event_reply`, `lnet_peer_merge_data`): when its ping info says
+/// Multi-Rail, discovery is on at both ends, and it was not configured non-Multi-Rail.
+/// Otherwise the peer keeps the NIDs it had.
+#[actix::test]
+async fn discovery_makes_a_peer_multi_rail_only_with_discovery_at_both_ends() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let (a, _) = node(&fabric, &["10.0.0.1@tcp"]).await;
+        let (_b, bn) = node(&fabric, &["10.0.1.1@tcp", "10.0.1.2@tcp"]).await;
+        let (c, cn) = node(&fabric, &["10.0.2.1@tcp", "10.0.2.2@tcp"]).await;
+        let (_d, dn) = node(&fabric, &["10.0.3.1@tcp", "10.0.3.2@tcp"]).await;
+        let (_e, en) = node(&fabric, &["10.0.4.1@tcp", "10.0.4.2@tcp"]).await;
+        let off = || {
+            let mut t = Tunables::default();
+            t.set(TunableName::Discovery, 0).unwrap();
+            t
+        };
+
+        // Discovery on at both ends: Multi-Rail, with every NID of its ping info.
+        a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(peer_of(&a, bn[0]).await, Some((true, bn.clone())));
+
+        // C has discovery off: its ping info says Multi-Rail without the discovery
+        // feature. A keeps C non-Multi-Rail, with the one NID it discovered.
+        c.set_tunables(off()).await.unwrap();
+        a.discover(cn[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(peer_of(&a, cn[0]).await, Some((false, vec![cn[0]])));
+
+        // D was configured non-Multi-Rail at A: it stays so, with its configured NID.
+        a.add_peer(dn[0], vec![dn[0]], false).await.unwrap();
+        a.discover(dn[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(peer_of(&a, dn[0]).await, Some((false, vec![dn[0]])));
+
+        // A turns discovery off: a peer it discovers now stays non-Multi-Rail...
+        a.set_tunables(off()).await.unwrap();
+        a.discover(en[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(peer_of(&a, en[0]).await, Some((false, vec![en[0]])));
+        // ... and one it knew as Multi-Rail stays so, with the NIDs it had.
+        a.discover(bn[0], Duration::from_secs(10)).await.unwrap();
+        assert_eq!(peer_of(&a, bn[0]).await, Some((true, bn.clone())));
+    })
+    .await
+    .expect("bounded");
+}

@@ -107,16 +107,49 @@ impl LnetActor {
 }
 
 impl LnetActor {
+    /// What a ping reply, a router check or a push from `from` says of its peer, applied
+    /// as the kernel's discovery applies it (`lnet_discovery_event_reply`,
+    /// `lnet_discovery_event_push`, `lnet_peer_merge_data`): the peer becomes Multi-Rail
+    /// only if its info says so, it was not configured non-Multi-Rail, and discovery is
+    /// on at both ends; it stops being Multi-Rail when its info no longer says so, unless
+    /// it was configured Multi-Rail; and its NIDs are those of the info only when it is
+    /// Multi-Rail with discovery on at both ends (otherwise it keeps the NIDs it has).
     pub(super) fn learn(&mut self, info: PingInfo, from: Nid) {
         let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
-        let primary = nids.first().copied().unwrap_or(from);
-        let mr = info.features.contains(Features::MULTI_RAIL);
-        self.set_peer(
-            primary,
-            if nids.is_empty() { vec![from] } else { nids },
-            mr,
-            false,
-        );
+        let known = self
+            .peers
+            .get(&from)
+            .map(|p| (p.primary, p.nids.clone(), p.multi_rail, p.configured));
+        let local_off = !self.config.tunables.discovery();
+        let remote_off = !info.features.contains(Features::DISCOVERY);
+        let says_mr = info.features.contains(Features::MULTI_RAIL);
+        let was_mr = known.as_ref().is_some_and(|k| k.2);
+        let configured = known.as_ref().is_some_and(|k| k.3);
+        let mr = match (says_mr, was_mr) {
+            (true, true) => true,
+            (true, false) => {
+                if configured {
+                    tracing::warn!(peer = %from, "ping info says Multi-Rail, the configuration says not");
+                }
+                !(configured || local_off || remote_off)
+            }
+            (false, true) => {
+                if configured {
+                    tracing::warn!(peer = %from, "the configuration says Multi-Rail, ping info says not");
+                }
+                configured
+            }
+            (false, false) => false,
+        };
+        let (primary, nids) = match known {
+            Some((primary, _, _, _)) if mr && !local_off && !remote_off && !nids.is_empty() => {
+                (nids.first().copied().unwrap_or(primary), nids)
+            }
+            None if mr && !nids.is_empty() => (nids.first().copied().unwrap_or(from), nids),
+            Some((primary, known_nids, _, _)) => (primary, known_nids),
+            None => (from, vec![from]),
+        };
+        self.set_peer(primary, nids, mr, false);
         let down: HashSet<Nid> = info
             .statuses()
             .filter(|(_, s)| !s.is_up())
