@@ -538,8 +538,14 @@ async fn discovery_makes_a_peer_multi_rail_only_with_discovery_at_both_ends() {
         // C has discovery off: its ping info says Multi-Rail without the discovery
         // feature. A keeps C non-Multi-Rail, with the one NID it discovered.
         c.set_tunables(off()).await.unwrap();
-        a.discover(cn[0], Duration::from_secs(10)).await.unwrap();
+        let found = a.discover(cn[0], Duration::from_secs(10)).await.unwrap();
         assert_eq!(peer_of(&a, cn[0]).await, Some((false, vec![cn[0]])));
+        // `discover` shows the peer as A holds it now, as lnetctl shows the kernel's,
+        // and pushes nothing to it.
+        assert_eq!(
+            (found.primary, found.multi_rail, found.nids, found.pushed),
+            (cn[0], false, vec![(cn[0], true)], false)
+        );
 
         // D was configured non-Multi-Rail at A: it stays so, with its configured NID.
         a.add_peer(dn[0], vec![dn[0]], false).await.unwrap();

@@ -69,8 +69,12 @@ pub struct DiscoveredPeer {
 pub(super) struct OwnInfo;
 
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Learned")]
 pub(super) struct LearnPeer(pub(super) PingInfo, pub(super) Nid);
+
+/// The peer that has NID `from` as this node holds it after learning its ping info: its
+/// primary NID, whether it is Multi-Rail, and its NIDs with their status.
+pub(super) type Learned = Option<(Nid, bool, Vec<(Nid, bool)>)>;
 
 /// A local NI's status flipped (UP/DOWN).
 #[derive(Message)]
@@ -282,11 +286,19 @@ impl Handler<OwnInfo> for LnetActor {
 }
 
 impl Handler<LearnPeer> for LnetActor {
-    type Result = ();
+    type Result = MessageResult<LearnPeer>;
 
-    fn handle(&mut self, LearnPeer(info, from): LearnPeer, _ctx: &mut Context<Self>) {
+    fn handle(
+        &mut self,
+        LearnPeer(info, from): LearnPeer,
+        _ctx: &mut Context<Self>,
+    ) -> Self::Result {
         self.gateway_info(&info, from, RouteCause::PingReply);
         self.learn(info, from);
+        MessageResult(self.peers.get(&from).map(|p| {
+            let nids = p.nids.iter().map(|n| (*n, !p.down.contains(n))).collect();
+            (p.primary, p.multi_rail, nids)
+        }))
     }
 }
 

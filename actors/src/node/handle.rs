@@ -379,13 +379,18 @@ impl Node {
     ) -> Result<DiscoveredPeer, PingFailure> {
         let reply = self.ping(nid, timeout).await?;
         let info = reply.info.clone();
-        self.addr
+        // What `discover` shows is the peer as this node holds it now, as lnetctl shows
+        // the kernel's peer after its discovery.
+        let learned = self
+            .addr
             .send(LearnPeer(info.clone(), reply.from))
             .await
             .map_err(NodeError::from)?;
-        let multi_rail = info.features.contains(Features::MULTI_RAIL);
-        let nids = reply.nids();
-        let primary = nids.first().map(|n| n.0).unwrap_or(nid);
+        let (primary, multi_rail, nids) = learned.unwrap_or_else(|| {
+            let nids = reply.nids();
+            let primary = nids.first().map(|n| n.0).unwrap_or(nid);
+            (primary, false, nids)
+        });
         let mut pushed = false;
         if multi_rail && info.features.contains(Features::DISCOVERY) {
             let own = self.addr.send(OwnInfo).await.map_err(NodeError::from)?;
