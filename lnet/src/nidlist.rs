@@ -41,7 +41,7 @@
 //!
 //! Everything is pure, bounded by the length of the text, and never panics.
 
-use std::fmt::{self, Write as _};
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::nid::{AddrForm, LndType};
@@ -915,12 +915,6 @@ pub struct DebugReport {
     pub stderr: String,
     /// Whether the command succeeds (lnetctl returns 0; -22 otherwise).
     pub ok: bool,
-}
-
-impl fmt::Display for DebugReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.stdout, self.stderr)
-    }
 }
 
 /// `lnetctl debug nidlist NIDLIST [NID]`, `args` being what follows `nidlist`: the

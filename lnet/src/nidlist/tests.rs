@@ -372,7 +372,16 @@ fn an_invalid_nid_to_match_is_refused_after_the_list_is_printed() {
             "{nid}"
         );
     }
-    // scanf's leniencies on o2ib: leading zeros and a sign.
+    // scanf's leniencies: leading zeros and a sign on o2ib, a second 0x and a wrapping
+    // sign on gni.
+    assert_eq!(
+        match_line("5@gni", "0x0x5@gni"),
+        "0x0x5@gni matches nidlist 5@gni"
+    );
+    assert_eq!(
+        match_line("4294967295@gni", "-1@gni"),
+        "-1@gni matches nidlist 4294967295@gni"
+    );
     assert_eq!(
         match_line("1.2.3.4@o2ib", "001.+2.3.04@o2ib"),
         "001.+2.3.04@o2ib matches nidlist 1.2.3.4@o2ib"
