@@ -1,8 +1,8 @@
 //! The LNet protocol, pure and synchronous: NIDs, the LNet header, ping and push buffers,
 //! the acceptor request, and the rules of LNet Health (what each message status does,
 //! health values, recovery queues and their backoff, timeouts, response tracking, path
-//! selection, UDSP rules ([`udsp`], [`nidexpr`]), NUMA distances ([`numa`]), global
-//! tunables), and the configuration model (`lnetctl export` YAML).
+//! selection, UDSP rules ([`udsp`], [`nidexpr`]), nidlists ([`nidlist`]), NUMA distances
+//! ([`numa`]), global tunables), and the configuration model (`lnetctl export` YAML).
 //!
 //! Nothing here does I/O, reads a clock or spawns a task: time is an argument
 //! ([`time::Millis`]). Decoders take byte slices and return typed errors; they never panic.
@@ -19,6 +19,7 @@ pub mod health;
 pub mod netcheck;
 pub mod nid;
 pub mod nidexpr;
+pub mod nidlist;
 pub mod numa;
 pub mod order;
 pub mod ping;

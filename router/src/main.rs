@@ -234,7 +234,9 @@ fn ctl(connect: &router::cli::Connect, cmd: &router::cli::Ctl) -> ExitCode {
             if let Some(out) = &e.printed {
                 print!("{out}");
             }
-            if e.printed.is_none() || e.error_too {
+            if e.plain {
+                eprint!("{}", e.descr);
+            } else if e.printed.is_none() || e.error_too {
                 eprint!("{}", e.to_yaml());
             }
             ExitCode::FAILURE

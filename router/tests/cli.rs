@@ -432,3 +432,75 @@ lnet-router:
     let (status, out, err) = d.wait_exit().await;
     assert!(status.success(), "{status}\n{out}\n{err}");
 }
+
+/// `debug nidlist` with no daemon to ask (the API port is closed): what the command prints
+/// on each stream, and its exit status.
+fn nidlist(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(BIN)
+        .env_remove("LNET_ROUTER_TOKEN")
+        .args(["--api", "https://127.0.0.1:1", "debug", "nidlist"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn debug_nidlist_parses_locally_and_prints_what_lnetctl_prints() {
+    assert_eq!(
+        nidlist(&[
+            "192.168.0.[1-10/2]@tcp 10.0.0.0/8@tcp *@o2ib1",
+            "192.168.0.5"
+        ]),
+        (
+            Some(0),
+            "nidlist parsed to: 10.0.0.0/8@tcp 192.168.0.[1-10/2]@tcp *@o2ib1\n\
+             192.168.0.5 matches nidlist 192.168.0.[1-10/2]@tcp 10.0.0.0/8@tcp *@o2ib1\n"
+                .to_owned(),
+            String::new()
+        )
+    );
+    assert_eq!(
+        nidlist(&["[1-3]@gni", "4@gni"]),
+        (
+            Some(0),
+            "nidlist parsed to: [1-3]@gni\n4@gni does not match nidlist [1-3]@gni\n".to_owned(),
+            String::new()
+        )
+    );
+    // Refusals are lnetctl's plain lines on standard error, no error YAML.
+    assert_eq!(
+        nidlist(&["1.2.3@tcp"]),
+        (
+            Some(1),
+            String::new(),
+            "Failed to parse addrrange \"1.2.3\" rc = -22\n\
+             Unable to parse nidlist from: 1.2.3@tcp\n"
+                .to_owned()
+        )
+    );
+    assert_eq!(
+        nidlist(&["1.2.3.4@tcp", "1.2.3.4@foo"]),
+        (
+            Some(1),
+            "nidlist parsed to: 1.2.3.4@tcp\n".to_owned(),
+            "Invalid nid for matching 1.2.3.4@foo\n".to_owned()
+        )
+    );
+    assert_eq!(
+        nidlist(&[]),
+        (
+            Some(1),
+            String::new(),
+            "Missing nidlist argument\n".to_owned()
+        )
+    );
+    assert_eq!(
+        nidlist(&["*@tcp", "1.2.3.4@tcp", "-x"]),
+        (Some(1), String::new(), "Too many arguments\n".to_owned())
+    );
+}

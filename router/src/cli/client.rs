@@ -31,6 +31,9 @@ pub struct CtlError {
     /// More failures of the same command, printed after this one in the same list
     /// (`import`: one item per section or object that failed).
     pub(crate) more: Vec<ErrorItem>,
+    /// Whether `descr` holds the plain lines lnetctl writes to standard error instead of
+    /// its error YAML (`debug nidlist`): then they are printed as they are, and no YAML.
+    pub plain: bool,
 }
 
 /// One more `- OBJECT:` item of an error list.
@@ -114,6 +117,7 @@ impl Client {
             printed: None,
             error_too: false,
             more: Vec::new(),
+            plain: false,
         };
         let mut b = reqwest::Client::builder().use_rustls_tls();
         if let Some(ca) = &c.ca_cert {
@@ -141,6 +145,7 @@ impl Client {
             printed: None,
             error_too: false,
             more: Vec::new(),
+            plain: false,
         }
     }
 

@@ -9,7 +9,8 @@
 //! `udsp show` prints lnetctl's `udsp:` list and `fault drop|delay show` its `fault:`
 //! document. `token create|list|revoke` and `whoami`, which lnetctl has not, print YAML
 //! in the same shape. `net add|del` start and stop an NI on the running router; `net set`
-//! sets an NI's health (its LND's settings are refused, naming the option).
+//! sets an NI's health (its LND's settings are refused, naming the option). `debug
+//! nidlist` alone needs no daemon: it runs [`lnet::nidlist`] and prints what lnetctl prints.
 
 // `export` and `import`: the lnetctl export document.
 mod export;
@@ -18,6 +19,7 @@ mod import;
 mod client;
 mod fault;
 mod net;
+mod nidlist;
 mod peer;
 mod ping;
 mod show;
@@ -129,7 +131,7 @@ pub enum Ctl {
         #[arg(short = 'f', long)]
         force: bool,
     },
-    /// `debug recovery --local|--peer`.
+    /// `debug recovery --local|--peer`, `debug peer --nid N`, `debug nidlist NIDLIST [NID]`.
     Debug {
         /// What to show.
         #[command(subcommand)]
@@ -376,6 +378,19 @@ pub enum DebugCmd {
         #[arg(short = 'k', long, alias = "prim_nid")]
         nid: String,
     },
+    /// `debug nidlist NIDLIST [NID]`: the nidlist parsed and printed back normalized, and
+    /// whether NID matches it. Runs here, without the daemon.
+    Nidlist {
+        /// The nidlist (one argument: entries separated by spaces), then optionally the NID
+        /// to match.
+        #[arg(
+            value_name = "NIDLIST [NID]",
+            num_args = 0..,
+            trailing_var_arg = true,
+            allow_hyphen_values = true
+        )]
+        args: Vec<String>,
+    },
 }
 
 /// `net set --health` and `peer set --health`: the health value of NI or peer NI `path`
@@ -620,6 +635,9 @@ pub async fn run(c: &Connect, cmd: &Ctl) -> Result<String, CtlError> {
         Ctl::Debug {
             what: DebugCmd::Peer { nid },
         } => peer::debug(c, nid).await,
+        Ctl::Debug {
+            what: DebugCmd::Nidlist { args },
+        } => nidlist::debug(args),
         Ctl::Udsp { what } => udsp::run(c, what).await,
         Ctl::Fault { what } => fault::run(c, what).await,
         Ctl::Token {
