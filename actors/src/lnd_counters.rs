@@ -116,6 +116,10 @@ pub struct O2iblndCounters {
     pub puts_lent: u64,
     /// PUTs received and handed up as a copy (half the sink buffers were lent).
     pub puts_copied: u64,
+    /// Payloads sent by RDMA from the router buffer they were read into, no copy made.
+    pub bulk_sent_in_place: u64,
+    /// Payloads sent by RDMA after a copy into the NI's own registered buffers.
+    pub bulk_sent_copied: u64,
 }
 
 /// Every named `why` and `other`, at 0.
@@ -162,6 +166,8 @@ impl From<&O2ibStats> for O2iblndCounters {
             wc_errors: s.wc_errors,
             puts_lent: s.sinks_lent,
             puts_copied: s.sinks_copied,
+            bulk_sent_in_place: s.bulk_sent_in_place,
+            bulk_sent_copied: s.bulk_sent_copied,
         }
     }
 }

@@ -15,6 +15,7 @@
 
 use actix::prelude::*;
 use bytes::{Bytes, BytesMut};
+use lnd::registered::RegisteredMemory;
 use lnet::rtrbuf::{
     BufferError, Grant, PeerRtrCredits, PoolKind, PoolStats, Requested, RouterBuffers, PAGE_SIZE,
 };
@@ -63,7 +64,15 @@ pub enum Reservation {
 /// The router buffers of a node, one set of pools per CPT. See the module documentation.
 pub struct RouterPools {
     cpts: Vec<Mutex<CptPools>>,
+    /// The large buffers' memory registered with the o2ib NIs' domains, when there is
+    /// one: a payload read into it from a socket goes out by RDMA from where it lies.
+    registered: Arc<RegisteredMemory>,
 }
+
+/// Registered large buffers there may be, per large buffer of the pools: the memory of a
+/// payload held after its forward completed (a clone still being written) is handed out
+/// again only once it is let go of.
+const REGISTERED_PER_BUFFER: usize = 2;
 
 /// One CPT's pools, and the router-buffer credits the peer NIs of each local net get.
 struct CptPools {
@@ -92,6 +101,15 @@ impl CptPools {
         let (_, i) = buffer_size(pool)?;
         self.spare.get_mut(i).and_then(Vec::pop)
     }
+}
+
+/// Registered large buffers there may be for `large` large buffers on each of `ncpts`
+/// CPTs.
+fn registered_most(large: u32, ncpts: usize) -> usize {
+    usize::try_from(large)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(ncpts.max(1))
+        .saturating_mul(REGISTERED_PER_BUFFER)
 }
 
 /// `spare`, or (outside any lock) new memory of `pool`'s size (none for the tiny pool).
@@ -128,7 +146,12 @@ impl RouterPools {
     /// `peer_credits` router-buffer credits per peer NI of a net with none of its own
     /// ([`RouterPools::set_net_credits`]).
     pub fn new(per_cpt: [u32; 3], ncpts: usize, peer_credits: u32) -> RouterPools {
+        let large = buffer_size(PoolKind::Large).map_or(0, |(size, _)| size);
         RouterPools {
+            registered: Arc::new(RegisteredMemory::new(
+                large,
+                registered_most(per_cpt[2], ncpts),
+            )),
             cpts: (0..ncpts.max(1))
                 .map(|_| {
                     Mutex::new(CptPools {
@@ -188,9 +211,19 @@ impl RouterPools {
         });
         match (requested, answer) {
             (Requested::Granted(grant), _) => {
-                let spare = b.spare(grant.pool);
+                // Registered memory, when there is any, is taken outside the pool's lock
+                // (a new buffer is registered with each o2ib NI first).
+                let registered = grant.pool == PoolKind::Large && self.registered.has_domains();
+                let spare = if registered {
+                    None
+                } else {
+                    b.spare(grant.pool)
+                };
                 drop(b);
-                let memory = memory_of(grant.pool, spare);
+                let memory = registered
+                    .then(|| self.registered.take())
+                    .flatten()
+                    .unwrap_or_else(|| memory_of(grant.pool, spare));
                 Reservation::Granted(Ticket { cpt, grant }, memory)
             }
             (Requested::Waiting, Some(rx)) => Reservation::Waiting(rx),
@@ -204,6 +237,9 @@ impl RouterPools {
     /// reservation waited): a buffer of its pool given back earlier, or a new one of the
     /// pool's size.
     pub fn buffer(&self, ticket: &Ticket) -> BytesMut {
+        if let Some(memory) = self.registered_memory_of(ticket.grant.pool) {
+            return memory;
+        }
         let spare = self
             .lock(ticket.cpt)
             .and_then(|mut b| b.spare(ticket.grant.pool));
@@ -213,6 +249,9 @@ impl RouterPools {
     /// Gives a buffer back ([`RouterPools::release`]) with the payload it held: when
     /// nothing else holds that memory, it serves a later message of the pool.
     pub fn release_with(&self, ticket: Ticket, payload: Bytes) {
+        if ticket.grant.pool == PoolKind::Large && !payload.is_empty() {
+            self.registered.give_back(payload.as_ptr() as usize);
+        }
         let memory = buffer_size(ticket.grant.pool).and_then(|(size, i)| {
             let mut memory = payload.try_into_mut().ok()?;
             memory.clear();
@@ -253,6 +292,19 @@ impl RouterPools {
         }
     }
 
+    /// The registered memory of the large buffers (see [`lnd::registered`]).
+    pub fn registered(&self) -> &Arc<RegisteredMemory> {
+        &self.registered
+    }
+
+    /// Memory for a buffer of `pool` from the registered large buffers, when it is the
+    /// large pool and an o2ib NI registered them.
+    fn registered_memory_of(&self, pool: PoolKind) -> Option<BytesMut> {
+        (pool == PoolKind::Large)
+            .then(|| self.registered.take())
+            .flatten()
+    }
+
     /// Resizes every CPT's pools to `per_cpt` buffers (tiny, small, large) while the
     /// node runs: the reservations waiting get the new buffers first; a pool that shrinks
     /// gives up its buffers as they come back ([`lnet::rtrbuf::RouterBuffers::resize`]).
@@ -262,6 +314,10 @@ impl RouterPools {
                 continue;
             };
             let mut granted = b.resize(per_cpt);
+            if cpt == 0 {
+                self.registered
+                    .set_most(registered_most(per_cpt[2], self.cpts.len()));
+            }
             // The memory kept for a pool that shrinks goes with its buffers.
             for (list, n) in b.spare.iter_mut().zip([per_cpt[1], per_cpt[2]]) {
                 list.truncate(usize::try_from(n).unwrap_or(usize::MAX));

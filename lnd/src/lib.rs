@@ -9,6 +9,7 @@ pub mod counters;
 pub mod fabric;
 pub mod lnd;
 pub mod o2iblnd;
+pub mod registered;
 pub mod socklnd;
 
 pub use counters::LndCounters;

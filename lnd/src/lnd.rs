@@ -141,6 +141,12 @@ pub trait LndHandler: Send + Sync + 'static {
     fn on_peer_down(&self, down: PeerDown) {
         let _ = down;
     }
+
+    /// The buffers of the layer above that an LND may register and send from in place
+    /// (o2iblnd's RDMA): see [`crate::registered`]. None by default: the LND copies.
+    fn registered_memory(&self) -> Option<std::sync::Arc<crate::registered::RegisteredMemory>> {
+        None
+    }
 }
 
 /// A peer that went down ([`LndHandler::on_peer_down`]).

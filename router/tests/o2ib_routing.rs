@@ -214,6 +214,15 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
         "the router's o2ib NI: {o2ib:?}"
     );
     println!("the router's o2ib NI handed up 3 payloads in their sink buffers, copied none");
+    // What went out on it by RDMA went from the router buffer it was read into when that
+    // was a large buffer (the 1 MiB PUT from A, the 8 KiB REPLY to B's GET); the 4 KiB
+    // PUT, in a small buffer, was copied into the NI's own.
+    assert_eq!(
+        (o2ib.bulk_sent_in_place, o2ib.bulk_sent_copied),
+        (2, 1),
+        "the router's o2ib NI: {o2ib:?}"
+    );
+    println!("the router's o2ib NI sent 2 payloads from the router buffers they were read into");
 }
 
 /// The router's large pool (4 buffers) filled from both directions through its one o2ib
@@ -294,5 +303,28 @@ async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_no
     );
     println!(
         "large pool of 4 filled from both directions: {EACH} x 1 MiB each way, low-water mark {low}"
+    );
+    // The 1 MiB PUTs from A went out on the o2ib NI by RDMA from the router buffer they
+    // were read into, the few registered ones used again and again (one may be copied
+    // when every registered buffer is still held at that moment).
+    let o2ib = r
+        .lnd_counters()
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|n| match n.counters {
+            LndCounters::O2iblnd(c) => Some(c),
+            LndCounters::Socklnd(_) => None,
+        })
+        .unwrap();
+    assert_eq!(
+        o2ib.bulk_sent_in_place + o2ib.bulk_sent_copied,
+        EACH as u64,
+        "{o2ib:?}"
+    );
+    assert!(o2ib.bulk_sent_in_place > 0, "{o2ib:?}");
+    println!(
+        "{} of {EACH} sent from the router buffers they were read into",
+        o2ib.bulk_sent_in_place
     );
 }

@@ -167,6 +167,10 @@ impl LndHandler for NodeHandler {
             tracing::warn!("peer-down report dropped: the node is busy");
         }
     }
+
+    fn registered_memory(&self) -> Option<Arc<lnd::registered::RegisteredMemory>> {
+        Some(Arc::clone(self.path.pools.registered()))
+    }
 }
 
 /// The receiving end of one of the LNDs' channels to the node, as a stream the LNet

@@ -33,6 +33,11 @@ pub struct O2ibStats {
     pub sinks_copied: u64,
     /// Sink buffers lent to the layer above now.
     pub sinks_lent_now: u64,
+    /// Payloads sent by RDMA from the layer above's registered buffer they lay in (no
+    /// copy).
+    pub bulk_sent_in_place: u64,
+    /// Payloads sent by RDMA after a copy into a source bulk buffer.
+    pub bulk_sent_copied: u64,
     /// Receive or send completions that failed on a live connection.
     pub wc_errors: u64,
     /// Incoming connections torn down because the requester never completed the

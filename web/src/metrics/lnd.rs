@@ -50,7 +50,7 @@ fn write_socklnd(x: &mut Exposition, nis: &[(String, &SocklndCounters)]) {
 /// Writes the o2iblnd series of `nis`.
 fn write_o2iblnd(x: &mut Exposition, nis: &[(String, &O2iblndCounters)]) {
     type Field = fn(&O2iblndCounters) -> u64;
-    let plain: [(&str, &str, bool, Field); 9] = [
+    let plain: [(&str, &str, bool, Field); 11] = [
         (
             "lnet_router_o2iblnd_conns_established_total",
             "Connections an o2iblnd NI established (both directions).",
@@ -92,6 +92,18 @@ fn write_o2iblnd(x: &mut Exposition, nis: &[(String, &O2iblndCounters)]) {
             "PUTs an o2iblnd NI received and handed up as a copy, half its sink buffers being lent at the time.",
             true,
             |c| c.puts_copied,
+        ),
+        (
+            "lnet_router_o2iblnd_bulk_sent_in_place_total",
+            "Payloads an o2iblnd NI sent by RDMA from the router buffer they were read into, without a copy.",
+            true,
+            |c| c.bulk_sent_in_place,
+        ),
+        (
+            "lnet_router_o2iblnd_bulk_sent_copied_total",
+            "Payloads an o2iblnd NI sent by RDMA after a copy into its own registered buffers.",
+            true,
+            |c| c.bulk_sent_copied,
         ),
         (
             "lnet_router_o2iblnd_handshakes",
@@ -192,6 +204,8 @@ mod tests {
             wc_errors: 0,
             puts_lent: 8,
             puts_copied: 1,
+            bulk_sent_in_place: 5,
+            bulk_sent_copied: 2,
         };
         let nis = [
             NiLndCounters {
@@ -241,6 +255,12 @@ lnet_router_o2iblnd_puts_lent_total{nid=\"10.1.0.1@o2ib\"} 8
 # HELP lnet_router_o2iblnd_puts_copied_total PUTs an o2iblnd NI received and handed up as a copy, half its sink buffers being lent at the time.
 # TYPE lnet_router_o2iblnd_puts_copied_total counter
 lnet_router_o2iblnd_puts_copied_total{nid=\"10.1.0.1@o2ib\"} 1
+# HELP lnet_router_o2iblnd_bulk_sent_in_place_total Payloads an o2iblnd NI sent by RDMA from the router buffer they were read into, without a copy.
+# TYPE lnet_router_o2iblnd_bulk_sent_in_place_total counter
+lnet_router_o2iblnd_bulk_sent_in_place_total{nid=\"10.1.0.1@o2ib\"} 5
+# HELP lnet_router_o2iblnd_bulk_sent_copied_total Payloads an o2iblnd NI sent by RDMA after a copy into its own registered buffers.
+# TYPE lnet_router_o2iblnd_bulk_sent_copied_total counter
+lnet_router_o2iblnd_bulk_sent_copied_total{nid=\"10.1.0.1@o2ib\"} 2
 # HELP lnet_router_o2iblnd_handshakes Connections of an o2iblnd NI in handshake now, each holding a QP and receive buffers.
 # TYPE lnet_router_o2iblnd_handshakes gauge
 lnet_router_o2iblnd_handshakes{nid=\"10.1.0.1@o2ib\"} 1

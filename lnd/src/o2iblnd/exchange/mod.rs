@@ -177,9 +177,14 @@ pub struct PostSend {
     pub fill: Option<BulkFill>,
     /// RDMA WRITEs from the source buffers, posted (unsignalled) before the message.
     pub rdma: Vec<RdmaWrite>,
+    /// The payload the RDMA WRITEs carry, and where it starts in the source buffers: a
+    /// driver may write from the payload's own memory instead when it is registered
+    /// (then it did not copy it there when the payload was filled, see [`BulkFill`]).
+    pub rdma_payload: Option<(usize, Bytes)>,
 }
 
-/// A payload to copy into a source bulk buffer.
+/// A payload to copy into a source bulk buffer (unless its own memory is registered:
+/// then the RDMA WRITEs go from there, see [`PostSend::rdma_payload`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BulkFill {
     /// The source buffer.

@@ -236,6 +236,7 @@ impl Exchanges {
             fill = Some(BulkFill { slot: s, payload });
         }
         let mut rdma = Vec::new();
+        let mut rdma_payload = None;
         let body = match &tx.kind {
             TxKind::Immediate { hdr, payload } => Body::Immediate {
                 hdr: *hdr,
@@ -286,6 +287,7 @@ impl Exchanges {
                     Ok(w) => {
                         self.stats.rdma_bytes += payload.len() as u64;
                         rdma = w;
+                        rdma_payload = Some((src_off, payload.clone()));
                         i32::try_from(payload.len()).unwrap_or(i32::MAX)
                     }
                     Err(e) => {
@@ -350,6 +352,7 @@ impl Exchanges {
             msg: Bytes::from(bytes),
             fill,
             rdma,
+            rdma_payload,
         }));
         Ok(())
     }

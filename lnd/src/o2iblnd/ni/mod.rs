@@ -53,11 +53,13 @@ use super::wire::{ConnParams, Rej, RejWhy, Version, IBLND_MAX_RDMA_FRAGS, IBLND_
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 mod conns;
+mod domain;
 mod lend;
 mod rx;
 mod task;
 mod tx;
 
+use self::domain::DomainGuard;
 use self::lend::{SinkMemory, SinkReturns};
 use crate::counters::LndCounters;
 use crate::lnd::{
@@ -252,6 +254,11 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
             .map_err(verbs("ibv_reg_mr bulk"))?;
         let sink = Region::new(&pd, config.bulk_buffers * BULK_BUFFER_BYTES)
             .map_err(verbs("ibv_reg_mr bulk"))?;
+        let pd = Arc::new(pd);
+        // The layer above's registered buffers: this NI sends from them in place.
+        let registered = handler
+            .registered_memory()
+            .map(|memory| DomainGuard::join(memory, &pd));
         let cm_fd = super::sys::async_fd(ch.fd()).map_err(verbs("event channel"))?;
         let cq_fd = super::sys::async_fd(cq.fd()).map_err(verbs("completion channel"))?;
         let nid = config.nid;
@@ -281,6 +288,7 @@ impl<H: LndHandler> Lnd for O2ibLnd<H> {
                 sink: SinkMemory::new(sink),
             },
             returns: Arc::new(SinkReturns::default()),
+            registered,
             cq,
             pd,
             listener_key: listener.key(),
@@ -436,8 +444,11 @@ struct State<H: LndHandler> {
     pools: Pools,
     /// Sink buffers the layer above let go of (see [`lend`]).
     returns: Arc<SinkReturns>,
+    /// This NI among the domains of the layer above's registered buffers (see
+    /// [`domain`]): before the PD, which it must not outlive.
+    registered: Option<DomainGuard>,
     cq: Cq,
-    pd: Pd,
+    pd: Arc<Pd>,
     listener_key: usize,
     listener: CmId,
     ch: EventChannel,

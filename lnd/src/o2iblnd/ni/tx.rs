@@ -37,10 +37,13 @@ impl<H: LndHandler> State<H> {
             return Ok(());
         };
         if let Some(fill) = &p.fill {
-            self.pools
-                .src
-                .write(fill.slot * BULK_BUFFER_BYTES, &fill.payload)
-                .ok_or("payload larger than a bulk buffer")?;
+            // A payload in a registered buffer is written from where it lies (below).
+            if self.in_place(&fill.payload).is_none() {
+                self.pools
+                    .src
+                    .write(fill.slot * BULK_BUFFER_BYTES, &fill.payload)
+                    .ok_or("payload larger than a bulk buffer")?;
+            }
         }
         let off = p.msg_slot * IBLND_MSG_SIZE;
         self.pools
@@ -48,10 +51,37 @@ impl<H: LndHandler> State<H> {
             .write(off, &p.msg)
             .ok_or("message larger than a buffer")?;
         let rdma_id = wr_id(WR_RDMA, p.conn, p.tx);
+        let from = p
+            .rdma_payload
+            .as_ref()
+            .filter(|_| !p.rdma.is_empty())
+            .and_then(|(start, payload)| {
+                let lkey = self.in_place(payload)?;
+                Some((*start, payload.as_ptr() as u64, lkey))
+            });
+        if !p.rdma.is_empty() {
+            if from.is_some() {
+                self.stats.bulk_sent_in_place += 1;
+            } else {
+                self.stats.bulk_sent_copied += 1;
+            }
+        }
         let mut wrs: Vec<SendWr> = p
             .rdma
             .iter()
-            .map(|w| rdma_wr(&self.pools.src, w, rdma_id))
+            .map(|w| match from {
+                // The payload's own memory: the write's offset in it is its offset in
+                // the source buffers less where the payload starts there.
+                Some((start, addr, lkey)) => SendWr {
+                    addr: addr.wrapping_add(w.src_offset.saturating_sub(start) as u64),
+                    len: w.len,
+                    lkey,
+                    wr_id: rdma_id,
+                    rdma: Some((w.remote_addr, w.rkey)),
+                    signaled: false,
+                },
+                None => rdma_wr(&self.pools.src, w, rdma_id),
+            })
             .collect();
         wrs.push(SendWr {
             addr: self.pools.msgs.addr(off),
@@ -64,6 +94,17 @@ impl<H: LndHandler> State<H> {
         conn.id
             .post_send(&wrs)
             .map_err(|e| format!("ibv_post_send: {e}"))
+    }
+
+    /// The local key of `payload`'s memory when it lies in one of the layer above's
+    /// registered buffers: then RDMA writes it from there.
+    fn in_place(&self, payload: &Bytes) -> Option<u32> {
+        if payload.is_empty() {
+            return None;
+        }
+        self.registered
+            .as_ref()?
+            .key(payload.as_ptr() as usize, payload.len())
     }
 
     pub(super) async fn drain_cq(&mut self) {

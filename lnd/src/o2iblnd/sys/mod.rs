@@ -28,7 +28,7 @@ mod cm;
 mod verbs;
 
 pub use cm::{CmEvent, CmEventKind, CmId, ConnectParams, EventChannel, QpCaps, SendWr};
-pub use verbs::{Cq, DeviceLimits, Pd, Region};
+pub use verbs::{Cq, DeviceLimits, Pd, PdDomain, Region};
 
 /// `RDMA_PS_TCP`: the port space of o2iblnd listeners and connections.
 const RDMA_PS_TCP: c_int = 0x0106;

@@ -5,8 +5,12 @@ use std::ffi::c_void;
 use std::io;
 use std::ptr;
 
+use std::sync::Arc;
+
 use ibverbs::ibv_wc;
 use ibverbs_sys as ffi;
+
+use crate::registered;
 
 use super::*;
 
@@ -38,6 +42,58 @@ impl Pd {
             return Err(io::Error::last_os_error());
         }
         Ok(Pd { ctx, pd })
+    }
+}
+
+/// A PD as a domain of the layer above's registered buffers ([`crate::registered`]).
+#[derive(Debug)]
+pub struct PdDomain(pub Arc<Pd>);
+
+impl registered::Domain for PdDomain {
+    fn register(&self, addr: usize, len: usize) -> io::Result<Box<dyn registered::Registration>> {
+        let access = ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
+        // SAFETY: a live PD (held); `RegisteredMemory` keeps a buffer's memory allocated
+        // until the buffer's registrations are dropped (its contract).
+        let mr = unsafe {
+            ffi::ibv_reg_mr(
+                self.0.pd,
+                addr as *mut c_void,
+                len,
+                c_int::try_from(access).unwrap_or_default(),
+            )
+        };
+        if mr.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Box::new(ForeignMr {
+            mr,
+            _pd: Arc::clone(&self.0),
+        }))
+    }
+}
+
+/// A registration of memory owned elsewhere ([`PdDomain`]); dropping it deregisters the
+/// memory, before its PD can go (field order).
+#[derive(Debug)]
+struct ForeignMr {
+    mr: *mut ffi::ibv_mr,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: see `EventChannel`; the MR is only read (its key) and deregistered once.
+unsafe impl Send for ForeignMr {}
+
+impl registered::Registration for ForeignMr {
+    fn lkey(&self) -> u32 {
+        // SAFETY: a live MR.
+        unsafe { (*self.mr).lkey }
+    }
+}
+
+impl Drop for ForeignMr {
+    fn drop(&mut self) {
+        // SAFETY: a live MR, deregistered once, while its PD lives.
+        unsafe { ffi::ibv_dereg_mr(self.mr) };
     }
 }
 
