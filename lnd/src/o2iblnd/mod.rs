@@ -47,6 +47,6 @@ pub mod wire;
 
 pub use config::O2ibLndConfig;
 #[cfg(feature = "o2ib-verbs")]
-pub use ni::{ConnInfo, O2ibLnd, StartError};
+pub use ni::{ConnInfo, O2ibLnd, PeerConn, StartError};
 pub use stats::O2ibStats;
 pub use tunables::LiveTunables;
