@@ -22,7 +22,7 @@ use lnd::lnd::PeerDown;
 use lnd::o2iblnd::probe::{connect_raw, ProbeOutcome};
 use lnd::o2iblnd::sys;
 use lnd::o2iblnd::wire::{Body, ConnParams, KibMsg, RejWhy, Version};
-use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
+use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig, PeerConn};
 use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
 use lnet::health::HealthStatus;
 use lnet::{Header, Message, Nid, WireHandle};
@@ -1250,6 +1250,196 @@ async fn incoming_handshakes_are_bounded_across_addresses() {
     );
     drop(first);
     drop(second);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+/// Polls `lnd`'s connections to `peer` until `want` says they are as expected; bounded by
+/// [`WAIT`].
+async fn wait_conns(
+    lnd: &O2ibLnd<Handler>,
+    peer: Nid,
+    what: &str,
+    want: impl Fn(&[PeerConn]) -> bool,
+) -> Vec<PeerConn> {
+    let t0 = Instant::now();
+    loop {
+        let conns = lnd.peer_conns(peer).await;
+        if want(&conns) {
+            return conns;
+        }
+        assert!(
+            t0.elapsed() < WAIT,
+            "{what}: not within {WAIT:?}: {conns:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn established(conns: &[PeerConn]) -> usize {
+    conns.iter().filter(|c| c.established).count()
+}
+
+/// Sends `n` PUTs from `tx` to `rx` numbered from `first` (IMMEDIATE and 1 MiB in turn),
+/// and checks that each arrives intact and completes OK.
+async fn puts_ok(tx: &mut Node, rx: &mut Node, first: u64, n: u64) {
+    let (src, dst) = (tx.nid(), rx.nid());
+    for seq in first..first + n {
+        let len = if seq % 2 == 0 { 1000 } else { 1 << 20 };
+        let p = pattern(len, seq);
+        tx.send(seq, dst, put(src, dst, &p, seq), p).await;
+    }
+    let mut got = Vec::new();
+    for _ in 0..n {
+        let m = rx.message().await;
+        check_payload(&m);
+        got.push(seq_of(&m.header));
+    }
+    got.sort_unstable();
+    assert_eq!(got, (first..first + n).collect::<Vec<_>>());
+    for _ in 0..n {
+        let d = tx.completion().await;
+        assert_eq!(d.status, HealthStatus::Ok, "{d:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conns_per_peer_opens_several_connections_and_sends_go_round_them() {
+    let Some(vm) = vm("conns_per_peer_opens_several_connections_and_sends_go_round_them") else {
+        return;
+    };
+    let port = 33987;
+    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    let mut ca = config(vm.ip[0], port);
+    ca.conns_per_peer = 4;
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let (an, bn) = (a.nid(), b.nid());
+
+    // The first send opens four connections; A's side and B's both see them.
+    puts_ok(&mut a, &mut b, 0, 1).await;
+    let on_a = wait_conns(&a.lnd, bn, "A's 4 connections up", |c| {
+        c.len() == 4 && established(c) == 4
+    })
+    .await;
+    assert!(on_a.iter().all(|c| c.active), "{on_a:?}");
+    let on_b = wait_conns(&b.lnd, an, "B's 4 accepted connections up", |c| {
+        c.len() == 4 && established(c) == 4
+    })
+    .await;
+    assert!(on_b.iter().all(|c| !c.active), "{on_b:?}");
+    let sa = a.lnd.stats().await.unwrap();
+    assert_eq!(sa.conns_established, 4);
+    println!(
+        "conns_per_peer 4: A opened {} connections to B, B accepted {}",
+        on_a.len(),
+        on_b.len()
+    );
+
+    // Sends go round all four: each carries LNet messages, on both sides.
+    puts_ok(&mut a, &mut b, 1, 16).await;
+    let on_a = a.lnd.peer_conns(bn).await;
+    let on_b = b.lnd.peer_conns(an).await;
+    let sent: Vec<u64> = on_a.iter().map(|c| c.tx_msgs).collect();
+    let received: Vec<u64> = on_b.iter().map(|c| c.rx_msgs).collect();
+    println!("17 PUTs A -> B: messages posted per connection on A {sent:?}, received per connection on B {received:?}");
+    assert!(sent.iter().all(|n| *n >= 4), "{sent:?}");
+    assert!(received.iter().all(|n| *n >= 4), "{received:?}");
+    // B answers on what it accepted, round them too.
+    puts_ok(&mut b, &mut a, 100, 8).await;
+    let back: Vec<u64> = a
+        .lnd
+        .peer_conns(bn)
+        .await
+        .iter()
+        .map(|c| c.rx_msgs)
+        .collect();
+    println!("8 PUTs B -> A: received per connection on A {back:?}");
+    assert!(back.iter().filter(|n| **n > 0).count() >= 2, "{back:?}");
+
+    // B closes one: A sees it go, opens none in its place, and its sends go on the others.
+    let closed = on_b[0].id;
+    assert!(b.lnd.close_conn(closed).await);
+    let on_a = wait_conns(&a.lnd, bn, "A down to 3 connections", |c| c.len() == 3).await;
+    assert_eq!(established(&on_a), 3);
+    puts_ok(&mut a, &mut b, 200, 12).await;
+    puts_ok(&mut b, &mut a, 300, 6).await;
+    let on_a = a.lnd.peer_conns(bn).await;
+    assert_eq!(
+        on_a.len(),
+        3,
+        "no connection reopened while others are up: {on_a:?}"
+    );
+    assert!(
+        a.down.try_recv().is_err(),
+        "the peer is not down while it has connections"
+    );
+    let sent: Vec<u64> = on_a.iter().map(|c| c.tx_msgs).collect();
+    println!(
+        "one of B's connections closed: A keeps 3, 18 more PUTs ok, posted per connection {sent:?}"
+    );
+
+    // All closed: the next send opens four again.
+    for c in b.lnd.peer_conns(an).await {
+        assert!(b.lnd.close_conn(c.id).await);
+    }
+    wait_conns(&a.lnd, bn, "A without connections", |c| c.is_empty()).await;
+    puts_ok(&mut a, &mut b, 400, 4).await;
+    let on_a = wait_conns(&a.lnd, bn, "A's 4 connections up again", |c| {
+        c.len() == 4 && established(c) == 4
+    })
+    .await;
+    assert!(on_a.iter().all(|c| c.active), "{on_a:?}");
+    let sa = a.lnd.stats().await.unwrap();
+    println!(
+        "all closed, then a send: A opened {} again (established {} in all, closed {})",
+        on_a.len(),
+        sa.conns_established,
+        sa.conns_closed
+    );
+    assert_eq!(sa.conns_established, 8);
+    a.lnd.stop().await;
+    b.lnd.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_opening_several_connections_at_once_resolve_the_race() {
+    let Some(vm) = vm("both_sides_opening_several_connections_at_once_resolve_the_race") else {
+        return;
+    };
+    let port = 33988;
+    let mut ca = config(vm.ip[0], port);
+    ca.conns_per_peer = 2;
+    let mut cb = config(vm.ip[1], port);
+    cb.conns_per_peer = 2;
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let mut b = Node::start(cb, Mode::Receive).await;
+    let (an, bn) = (a.nid(), b.nid());
+    let (pa, pb) = (pattern(2000, 1), pattern(300_000, 2));
+    tokio::join!(
+        a.send(1, bn, put(an, bn, &pa, 1), pa.clone()),
+        b.send(2, an, put(bn, an, &pb, 2), pb.clone())
+    );
+    check_payload(&b.message().await);
+    check_payload(&a.message().await);
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    assert_eq!(b.completion().await.status, HealthStatus::Ok);
+    let on_a = wait_conns(&a.lnd, bn, "at least 2 connections up", |c| {
+        established(c) >= 2 && established(c) == c.len()
+    })
+    .await;
+    let sa = a.lnd.stats().await.unwrap();
+    let sb = b.lnd.stats().await.unwrap();
+    println!(
+        "both sides with conns_per_peer 2 at once: CONN_RACE rejects sent by B {}, received by A {}; A has {} connections ({} opened by A)",
+        sb.rejects_sent.get(&1).copied().unwrap_or(0),
+        sa.rejects_received.get(&1).copied().unwrap_or(0),
+        on_a.len(),
+        on_a.iter().filter(|c| c.active).count(),
+    );
+    // 10.0.0.1 has the smaller nidhash: only its CONNREQs can lose a race.
+    assert_eq!(sa.rejects_sent.get(&1), None);
+    puts_ok(&mut a, &mut b, 10, 8).await;
+    puts_ok(&mut b, &mut a, 20, 8).await;
     a.lnd.stop().await;
     b.lnd.stop().await;
 }

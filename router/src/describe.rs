@@ -31,9 +31,9 @@ pub fn socklnd(t: &LiveTunables, interface: Option<String>) -> NiDescription {
 
 /// An o2iblnd NI started with `c`: `peercredits_hiw` and `concurrent_sends` as the LND
 /// clamps them, `map_on_demand` false (payloads are copied into buffers registered once;
-/// nothing is mapped per message), `ntx`, one connection per peer, the `timeout` it runs
-/// with now (`live`) in seconds and `tos` -1. The FMR keys are left out: there is no FMR
-/// pool.
+/// nothing is mapped per message), `ntx`, the `conns_per_peer` and `timeout` (seconds) it
+/// runs with now (`live`; `conns_per_peer` as set, 0 after `net set --conns-per-peer 0` as
+/// in the kernel) and `tos` -1. The FMR keys are left out: there is no FMR pool.
 pub fn o2iblnd(
     c: &O2ibLndConfig,
     live: &O2ibLiveTunables,
@@ -53,7 +53,7 @@ pub fn o2iblnd(
             ))),
             map_on_demand: Some(false),
             ntx: Some(u16::try_from(c.ntx).unwrap_or(u16::MAX)),
-            conns_per_peer: Some(1),
+            conns_per_peer: Some(u16::try_from(live.conns_per_peer()).unwrap_or(u16::MAX)),
             timeout: Some(secs(live.timeout())),
             tos: Some(-1),
             ..LndTunables::default()
@@ -87,6 +87,10 @@ mod tests {
         live.set_timeout(Duration::from_secs(12)).unwrap();
         let t = o2iblnd(&c, &live, None).lnd_tunables.unwrap();
         assert_eq!(t.timeout, Some(12));
+        // `net set --conns-per-peer` while it runs: shown at once.
+        live.set_conns_per_peer(4).unwrap();
+        let t = o2iblnd(&c, &live, None).lnd_tunables.unwrap();
+        assert_eq!(t.conns_per_peer, Some(4));
     }
 
     #[test]

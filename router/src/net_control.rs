@@ -2,9 +2,9 @@
 //! new NI is checked as a start from the store would check it ([`crate::plan`]), started by
 //! the code that starts the configured NIs ([`crate::tcp_ni`], [`crate::o2ib_ni`] in a build
 //! with the `o2ib` feature), on the system thread, and kept in the store, so that a restart
-//! from the store alone brings it back. The LND settings `net set` changes (socklnd's
-//! `conns_per_peer`, the socklnd and o2iblnd timeouts) are kept in the NIs' `lnd tunables`
-//! in the store and set on the running LNDs, whose `net show` says so at once.
+//! from the store alone brings it back. The LND settings `net set` changes (the socklnd and
+//! o2iblnd NIs' `conns_per_peer`, the two LNDs' timeouts) are kept in the NIs' `lnd
+//! tunables` in the store and set on the running LNDs, whose `net show` says so at once.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -89,15 +89,6 @@ impl RuntimeNis {
     async fn add(self, spec: NiSpec) -> Result<Nid, NiControlError> {
         let _changing = self.changing.lock().await;
         let lnd = spec.net.lnd;
-        if lnd == LndType::O2IBLND && spec.conns_per_peer.is_some_and(|c| c > 1) {
-            return Err(NiControlError::Unsupported {
-                field: "conns_per_peer".to_owned(),
-                message: format!(
-                    "net {}: o2iblnd keeps one connection per peer here",
-                    spec.net
-                ),
-            });
-        }
         let nid = resolve_nid(&spec, &HostInterfaces)?;
         let node_err = |e: NodeError| NiControlError::Start {
             message: e.to_string(),
@@ -349,7 +340,19 @@ impl RuntimeNis {
         value: u32,
     ) -> Result<Vec<Nid>, NiControlError> {
         let _changing = self.changing.lock().await;
-        let all = self.socklnd_nis();
+        // Every NI of an LND with the setting (socklnd and o2iblnd), as the kernel's
+        // `lnet_ni_set_conns_per_peer`.
+        let mut all: Vec<(Nid, CppTarget)> = self
+            .socklnd_nis()
+            .into_iter()
+            .map(|(n, ni)| (n, CppTarget::Sock(ni)))
+            .chain(
+                self.o2ib_nis()
+                    .into_iter()
+                    .map(|(n, ni)| (n, CppTarget::O2ib(ni))),
+            )
+            .collect();
+        all.sort_by_key(|(n, _)| *n);
         let targets: Vec<_> = match nid {
             None => all,
             Some(nid) => {
@@ -366,8 +369,8 @@ impl RuntimeNis {
                         return Err(NiControlError::Unsupported {
                             field: "nid".to_owned(),
                             message: format!(
-                                "NI {nid} does not run socklnd: its LND keeps one connection \
-                                 per peer"
+                                "NI {nid} runs neither socklnd nor o2iblnd: its LND has no \
+                                 conns_per_peer"
                             ),
                         });
                     }
@@ -380,8 +383,21 @@ impl RuntimeNis {
         let cpp = u16::try_from(value).unwrap_or(u16::MAX);
         self.keep_lnd_tunables(&nids, |t| t.conns_per_peer = Some(cpp))?;
         for (nid, ni) in &targets {
-            ni.tunables.set_conns_per_peer(value);
-            ni.describe(&self.node, *nid);
+            match ni {
+                CppTarget::Sock(ni) => {
+                    ni.tunables.set_conns_per_peer(value);
+                    ni.describe(&self.node, *nid);
+                }
+                CppTarget::O2ib(ni) => {
+                    ni.tunables
+                        .set_conns_per_peer(value)
+                        .map_err(|e| NiControlError::Invalid {
+                            field: "value".to_owned(),
+                            message: e.to_string(),
+                        })?;
+                    ni.describe(&self.node, *nid);
+                }
+            }
         }
         Ok(nids)
     }
@@ -434,6 +450,12 @@ impl RuntimeNis {
         }
         Ok(nids)
     }
+}
+
+/// A running NI whose `conns_per_peer` `net set` changes.
+enum CppTarget {
+    Sock(crate::tcp_ni::SockNi),
+    O2ib(crate::o2ib_ni::O2ibRunning),
 }
 
 impl NiControl for RuntimeNis {
@@ -507,13 +529,13 @@ fn resolve_nid(spec: &NiSpec, ifs: &dyn Interfaces) -> Result<Nid, NiControlErro
     }
 }
 
-/// The NI as the store keeps it: its NID, its interface, the tunables given, and the LND
-/// `timeout` (seconds) the running NIs of its LND have, when not the default. An o2ib NI
-/// keeps no `conns_per_peer` (its LND has one connection per peer).
+/// The NI as the store keeps it: its NID, its interface, the tunables given (with
+/// `conns_per_peer`, socklnd's and o2iblnd's), and the LND `timeout` (seconds) the running
+/// NIs of its LND have, when not the default.
 fn local_ni(spec: &NiSpec, nid: Nid, timeout: Option<u32>) -> LocalNi {
     let conns_per_peer = spec
         .conns_per_peer
-        .filter(|_| spec.net.lnd == LndType::SOCKLND);
+        .filter(|_| matches!(spec.net.lnd, LndType::SOCKLND | LndType::O2IBLND));
     let given =
         spec.credits.is_some() || spec.peer_credits.is_some() || spec.peer_timeout.is_some();
     let tunables = given.then(|| NiTunables {
@@ -572,14 +594,14 @@ mod tests {
 
     /// An o2ib NI added at run time, as the store keeps it and as a start from the store
     /// alone reads it back: its interface and tunables, the o2iblnd timeout the running
-    /// o2ib NIs have, and no `conns_per_peer` (its LND has one connection per peer). A
-    /// build without the o2ib LND refuses it, naming the net.
+    /// o2ib NIs have, and its `conns_per_peer`. A build without the o2ib LND refuses it,
+    /// naming the net.
     #[test]
     fn an_o2ib_ni_is_kept_with_the_lnd_timeout_and_read_back_from_the_store() {
         let nid: Nid = "10.9.0.1@o2ib2".parse().unwrap();
-        let local = local_ni(&spec("o2ib2", Some(1)), nid, Some(7));
+        let local = local_ni(&spec("o2ib2", Some(3)), nid, Some(7));
         let t = local.lnd_tunables.clone().unwrap();
-        assert_eq!((t.timeout, t.conns_per_peer), (Some(7), None));
+        assert_eq!((t.timeout, t.conns_per_peer), (Some(7), Some(3)));
         // A tcp NI keeps its conns_per_peer.
         let tcp = local_ni(
             &spec("tcp2", Some(2)),
@@ -599,13 +621,13 @@ mod tests {
             let plan = planned.unwrap();
             let ni = &plan.o2ib_nis[0];
             assert_eq!(
-                (ni.nid, ni.timeout, ni.peer_credits),
-                (nid, Some(7), Some(16))
+                (ni.nid, ni.timeout, ni.peer_credits, ni.conns_per_peer),
+                (nid, Some(7), Some(16), Some(3))
             );
             assert_eq!(ni.interface.as_deref(), Some("ib0"));
             let c = crate::o2ib_ni::o2iblnd_config(ni, 1);
             assert_eq!(c.timeout, std::time::Duration::from_secs(7));
-            assert_eq!(c.peer_credits, 16);
+            assert_eq!((c.peer_credits, c.conns_per_peer), (16, 3));
         } else {
             let Err(PlanError::Refused { problems, .. }) = planned else {
                 panic!("an o2ib net runs in a build without the o2ib LND: {planned:?}");

@@ -1,7 +1,7 @@
 //! Starting an o2ib NI on a running node: the same for the configured NIs, at start
 //! (`run`), and for those added at run time (`net_control`), in a build with the `o2ib`
-//! feature; and the running o2ib NIs' live `timeout`, which `net set --lnd-timeout`
-//! changes.
+//! feature; and the running o2ib NIs' live `timeout` and `conns_per_peer`, which `net set
+//! --lnd-timeout` and `net set --conns-per-peer` change.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -10,11 +10,12 @@ use actors::Node;
 use lnd::o2iblnd::{LiveTunables, O2ibLndConfig};
 use lnet::Nid;
 
-/// A running o2ib NI as `net set` changes it: its LND's live `timeout`, the settings it
-/// started with and the interface `net show` prints with them.
+/// A running o2ib NI as `net set` changes it: its LND's live `timeout` and
+/// `conns_per_peer`, the settings it started with and the interface `net show` prints with
+/// them.
 #[derive(Debug, Clone)]
 pub struct O2ibRunning {
-    /// The LND's live `timeout`.
+    /// The LND's live `timeout` and `conns_per_peer`.
     pub tunables: Arc<LiveTunables>,
     /// The configuration it started with (its other LND tunables).
     pub config: O2ibLndConfig,
@@ -44,6 +45,10 @@ pub fn o2iblnd_config(ni: &crate::plan::O2ibNi, incarnation: u64) -> O2ibLndConf
     }
     if let Some(secs) = ni.timeout.filter(|s| *s > 0) {
         c.timeout = std::time::Duration::from_secs(u64::from(secs));
+    }
+    // 0 or none: the module's default, as the kernel sets up an NI's tunables.
+    if let Some(cpp) = ni.conns_per_peer.filter(|c| *c > 0) {
+        c.conns_per_peer = cpp;
     }
     c
 }

@@ -120,6 +120,8 @@ pub struct O2ibNi {
     /// `lnd tunables: timeout` (seconds), when given: the o2iblnd timeout, as `lnetctl net
     /// set --lnd-timeout` leaves it.
     pub timeout: Option<u32>,
+    /// `lnd tunables: conns_per_peer`, when given: the connections it opens to a peer.
+    pub conns_per_peer: Option<u32>,
     /// The interface it was configured on.
     pub interface: Option<String>,
 }
@@ -474,6 +476,11 @@ fn o2ib_nis(
                 peer_timeout: tunables.and_then(|t| u32::try_from(t.peer_timeout).ok()),
                 credits: tunables.and_then(|t| positive(t.credits)),
                 timeout: ni.lnd_tunables.as_ref().and_then(|t| t.timeout),
+                conns_per_peer: ni
+                    .lnd_tunables
+                    .as_ref()
+                    .and_then(|t| t.conns_per_peer)
+                    .map(u32::from),
                 interface: ni.interfaces.first().cloned(),
             });
         }

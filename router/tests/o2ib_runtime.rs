@@ -1,7 +1,9 @@
 //! `net add` of an o2ib NI and `net set --lnd-timeout` on an o2ib net while the daemon
 //! runs, on real verbs: the `lnet-router` binary (started with a tcp NI only) is given an
-//! o2ib NI on the VM's first soft-RoCE device through the CLI; `net show` lists it, a PUT
-//! from end node A on tcp crosses the router to peer B on the second device through it;
+//! o2ib NI on the VM's first soft-RoCE device through the CLI, with `--conns-per-peer 2`;
+//! `net show` lists it, PUTs from end node A on tcp cross the router to peer B on the second
+//! device through it, on the two connections the router opened to B; `net set
+//! --conns-per-peer 4` is shown at once, B keeps its two, and the store keeps it;
 //! after `net set --lnd-timeout 4` `net show -v` prints the new timeout at once and a PUT
 //! B never answers is cut off by it (where the 50 s the NI started with would have held it);
 //! an o2ib NI added then takes the new timeout; an interface without an RDMA device is
@@ -203,11 +205,20 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     let cert = s.cert.as_path();
     let d = start(&s.args).await;
 
-    // 1. net add on the interface of the first device.
+    // 1. net add on the interface of the first device, two connections per peer.
     let (ok, out, err) = run(
         cert,
         ADMIN,
-        &["net", "add", "--net", "o2ib", "--if", &iface0],
+        &[
+            "net",
+            "add",
+            "--net",
+            "o2ib",
+            "--if",
+            &iface0,
+            "--conns-per-peer",
+            "2",
+        ],
     )
     .await;
     assert!(ok && out.is_empty(), "{out}{err}");
@@ -218,7 +229,8 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     );
     assert!(shown.contains(&format!("0: {iface0}\n")), "{shown}");
     assert!(shown.contains("timeout: 50\n"), "{shown}");
-    println!("net add --net o2ib --if {iface0}: {router_ib} up");
+    assert!(shown.contains("conns_per_peer: 2\n"), "{shown}");
+    println!("net add --net o2ib --if {iface0} --conns-per-peer 2: {router_ib} up");
 
     // 2. A PUT from A on tcp crosses it to B on the second device.
     let a = Node::start(NodeConfig::default());
@@ -265,6 +277,60 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     .await
     .expect("bounded");
     println!("A (tcp) -> router -> B (o2ib): PUTs of 64 B and 1 MiB through {router_ib}");
+    // The router opened two connections to B; the PUTs after them go round both.
+    let t0 = Instant::now();
+    while b
+        .peer_conns(router_ib)
+        .await
+        .iter()
+        .filter(|c| c.established)
+        .count()
+        < 2
+    {
+        assert!(
+            t0.elapsed() < WAIT,
+            "the router did not open 2 connections to B"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    timeout(WAIT, async {
+        for i in 0..6u8 {
+            let data = payload(64, 10 + i);
+            put(&a, b_nid, data.clone()).await;
+            assert_eq!(msgs.recv().await.unwrap().payload, data);
+        }
+    })
+    .await
+    .expect("bounded");
+    let conns = b.peer_conns(router_ib).await;
+    let received: Vec<u64> = conns.iter().map(|c| c.rx_msgs).collect();
+    println!(
+        "B's connections from the router: {} (accepted), messages on each {received:?}",
+        conns.len()
+    );
+    assert_eq!(conns.len(), 2, "{conns:?}");
+    assert!(
+        conns.iter().all(|c| !c.active && c.rx_msgs >= 2),
+        "{conns:?}"
+    );
+
+    // 2b. net set --conns-per-peer 4: shown at once; B, connected already, keeps its two.
+    let ni = router_ib.to_string();
+    let (ok, out, err) = run(
+        cert,
+        ADMIN,
+        &["net", "set", "--nid", &ni, "--conns-per-peer", "4"],
+    )
+    .await;
+    assert!(ok && out.is_empty(), "{out}{err}");
+    let shown = net_show(cert, "o2ib").await;
+    assert!(shown.contains("conns_per_peer: 4\n"), "{shown}");
+    timeout(WAIT, put(&a, b_nid, payload(64, 30)))
+        .await
+        .expect("bounded");
+    msgs.recv().await.unwrap();
+    assert_eq!(b.peer_conns(router_ib).await.len(), 2);
+    println!("net set --nid {ni} --conns-per-peer 4: shown at once; B keeps its 2 connections");
 
     // 3. net set --lnd-timeout 4: shown at once, and it bounds the next send.
     let (ok, out, err) = run(
@@ -302,7 +368,7 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     peer.release.notify_waiters();
 
     // 4. An o2ib NI added now takes the new timeout.
-    let mut actions = vec!["add_ni", "set_lnd_timeout"];
+    let mut actions = vec!["add_ni", "set_conns_per_peer", "set_lnd_timeout"];
     if let Some(ip2) = ip2 {
         let added = format!("{ip2}@o2ib1");
         let (ok, out, err) = run(cert, ADMIN, &["net", "add", "--nid", &added]).await;
@@ -331,11 +397,13 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
     assert_eq!(admin_actions(API, cert, READER).await, actions);
     stop(d).await;
 
-    // 6. From the store alone: the o2ib NIs are back, with the timeout.
+    // 6. From the store alone: the o2ib NIs are back, with the timeout and conns_per_peer.
     let d = start(&store_only(&s.args)).await;
     let shown = net_show(cert, "o2ib").await;
     assert!(
-        shown.contains(&format!("nid: {router_ib}\n")) && shown.contains("timeout: 4\n"),
+        shown.contains(&format!("nid: {router_ib}\n"))
+            && shown.contains("timeout: 4\n")
+            && shown.contains("conns_per_peer: 4\n"),
         "{shown}"
     );
     if let Some(ip2) = ip2 {
@@ -345,7 +413,10 @@ async fn an_o2ib_ni_added_at_run_time_carries_a_put_and_takes_a_new_lnd_timeout(
             "{shown}"
         );
     }
-    println!("restarted from the store alone: the o2ib NIs are back with timeout 4");
+    println!(
+        "restarted from the store alone: the o2ib NIs are back with timeout 4, {router_ib} \
+         with conns_per_peer 4"
+    );
 
     // 7. net del stops it.
     let (ok, out, err) = run(

@@ -25,7 +25,8 @@ pub struct NiSpec {
     /// The net's `peer_timeout` in seconds (`--peer-timeout`; 0 turns the peer NI
     /// aliveness rule off; none: the LND's default, 180).
     pub peer_timeout: Option<u32>,
-    /// socklnd `conns_per_peer` (`--conns-per-peer`, 0: the default).
+    /// The LND's `conns_per_peer` (`--conns-per-peer`, 0: the default): socklnd's
+    /// connections of each direction, or those o2iblnd opens to a peer.
     pub conns_per_peer: Option<u32>,
 }
 

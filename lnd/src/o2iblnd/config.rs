@@ -18,12 +18,19 @@ pub const RESOLVE_TIMEOUT: Duration = Duration::from_millis(5000);
 pub const DEFAULT_NTX: usize = 512;
 /// Default number of 1 MiB bulk buffers in each of the source and sink pools.
 pub const DEFAULT_BULK_BUFFERS: usize = 32;
+/// Default `conns_per_peer`: the connections an active side opens to a peer.
+pub const DEFAULT_CONNS_PER_PEER: u32 = 1;
+/// The largest `conns_per_peer` the kernel takes (`lnetctl` checks 0-127).
+pub const MAX_CONNS_PER_PEER: u32 = 127;
+
 /// Default number of connections the NI can hold at once (receive buffers are set aside
 /// for each).
 pub const DEFAULT_MAX_CONNS: usize = 32;
 /// Default bound of incoming connections in handshake (accepted, not yet established) from
-/// one IP address. The kernel has no such bound; a well-behaved peer has one connection
-/// per NI (`conns_per_peer` 1) and rarely more than one in handshake at once.
+/// one IP address. The kernel has no such bound; a well-behaved peer opens its
+/// `conns_per_peer` connections (1 by default) at once, and a CONNREQ over the bound is
+/// rejected with `IBLND_REJECT_NO_RESOURCES`, which the requester does not retry: raise it
+/// for peers that open more.
 pub const DEFAULT_MAX_HANDSHAKES_PER_ADDR: usize = 4;
 
 /// Default [`O2ibLndConfig::max_handshakes`]: half the connections, so that requesters
@@ -64,6 +71,10 @@ pub struct O2ibLndConfig {
     pub peercredits_hiw: u16,
     /// `concurrent_sends` (0: `peer_credits`).
     pub concurrent_sends: u16,
+    /// `conns_per_peer`: the connections an active side opens to a peer it has no
+    /// connection to (0: 1, the module's default). The NI's live value is in
+    /// [`super::LiveTunables`].
+    pub conns_per_peer: u32,
     /// The version an active connect starts with (v2; v1 only to talk to old peers).
     pub version: Version,
     /// `timeout`: deadline of a tx on a connection.
@@ -107,6 +118,12 @@ pub enum ConfigError {
         /// The value.
         got: u16,
     },
+    /// `conns_per_peer` above 127.
+    #[error("conns_per_peer {got} outside 0..=127")]
+    ConnsPerPeer {
+        /// The value.
+        got: u32,
+    },
     /// A pool with no buffers, too many connections for the wr_id encoding, or a zero
     /// handshake bound.
     #[error("{what} must be in 1..={max}, got {got}")]
@@ -131,6 +148,7 @@ impl O2ibLndConfig {
             peer_credits: IBLND_DEFAULT_QUEUE_DEPTH,
             peercredits_hiw: 0,
             concurrent_sends: 0,
+            conns_per_peer: DEFAULT_CONNS_PER_PEER,
             version: Version::V2,
             timeout: DEFAULT_TIMEOUT,
             keepalive: Some(DEFAULT_KEEPALIVE),
@@ -188,6 +206,11 @@ impl O2ibLndConfig {
         if !(8..=255).contains(&self.peer_credits) {
             return Err(ConfigError::PeerCredits {
                 got: self.peer_credits,
+            });
+        }
+        if self.conns_per_peer > MAX_CONNS_PER_PEER {
+            return Err(ConfigError::ConnsPerPeer {
+                got: self.conns_per_peer,
             });
         }
         for (what, got, max) in [
@@ -252,6 +275,12 @@ mod tests {
         let mut unbounded = c.clone();
         unbounded.timeout = Duration::ZERO;
         assert_eq!(unbounded.validate(), Err(ConfigError::ZeroTimeout));
+        let mut many = c.clone();
+        many.conns_per_peer = 128;
+        assert_eq!(many.validate(), Err(ConfigError::ConnsPerPeer { got: 128 }));
+        many.conns_per_peer = 127;
+        assert_eq!(many.validate(), Ok(()));
+        assert_eq!(c.conns_per_peer, 1);
         let mut small = c.clone();
         small.peer_credits = 4;
         assert!(matches!(

@@ -14,7 +14,9 @@
 //! against each other in memory. With the `o2ib-verbs` feature, [`O2ibLnd`] runs an
 //! NI over real verbs and RDMA-CM (`ni`, the I/O layer that drives [`exchange`], with the
 //! C calls confined to `sys`): a listener
-//! on port 987, active connects, IMMEDIATE messages, PUT by RDMA WRITE
+//! on port 987, active connects (`conns_per_peer` of them to a peer it has no connection
+//! to, sends going round the established ones, each with its own credits), IMMEDIATE
+//! messages, PUT by RDMA WRITE
 //! (PUT_REQ/PUT_ACK/PUT_DONE, PUT_NAK), the responder side of an optimised GET
 //! (GET_REQ, the REPLY written by RDMA, GET_DONE), NOOPs for credits and keepalive, tx
 //! deadlines, and connection events mapped to health statuses and
@@ -26,8 +28,8 @@
 //!
 //! What this NI does not do yet: originate an optimised GET (a GET always goes as an
 //! IMMEDIATE, as the kernel does when routing), FastReg/FMR mapping of caller memory (bulk
-//! data is copied through pools registered once), several connections per peer
-//! (`conns_per_peer` is 1), privileged source ports and checksums on sent messages. Fault
+//! data is copied through pools registered once), privileged source ports and checksums on
+//! sent messages. Fault
 //! injection rules are applied above it, by the LNet layer, as for every LND.
 
 pub mod config;
@@ -47,6 +49,6 @@ pub mod wire;
 
 pub use config::O2ibLndConfig;
 #[cfg(feature = "o2ib-verbs")]
-pub use ni::{ConnInfo, O2ibLnd, StartError};
+pub use ni::{ConnInfo, O2ibLnd, PeerConn, StartError};
 pub use stats::O2ibStats;
 pub use tunables::LiveTunables;

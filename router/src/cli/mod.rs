@@ -248,8 +248,8 @@ pub enum NetCmd {
     Add(NetAddArgs),
     /// Stop a local NI and remove it from the store.
     Del(NetDelArgs),
-    /// Set the health of a local NI (`--nid NID`) or of all (`--all`); `--lnd-timeout`
-    /// and `--conns-per-peer` are refused (the running LND keeps its values).
+    /// Set the health of a local NI (`--nid NID`) or of all (`--all`), the `--lnd-timeout`
+    /// of the LND of `--net`, or the `--conns-per-peer` of an NI or of all.
     Set(NetSetArgs),
 }
 

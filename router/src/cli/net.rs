@@ -36,7 +36,8 @@ pub struct NetAddArgs {
     /// CPU partitions of the NI (not supported).
     #[arg(short = 's', long)]
     pub cpt: Option<String>,
-    /// Connections of each direction per peer (0 to 127).
+    /// Connections per peer (0 to 127): socklnd's of each direction, the ones o2iblnd
+    /// opens to a peer.
     #[arg(short = 'm', long = "conns-per-peer")]
     pub conns_per_peer: Option<i64>,
     /// Do not add a Linux route for the NI (none is added here anyway).
@@ -86,7 +87,8 @@ pub struct NetSetArgs {
     /// The LND's timeout in seconds (with `--net`).
     #[arg(short = 'l', long = "lnd-timeout", allow_hyphen_values = true)]
     pub lnd_timeout: Option<i64>,
-    /// Connections of each direction per peer (0 to 127).
+    /// Connections per peer (0 to 127): socklnd's of each direction, the ones o2iblnd
+    /// opens to a peer.
     #[arg(short = 'm', long = "conns-per-peer")]
     pub conns_per_peer: Option<String>,
 }
@@ -182,15 +184,6 @@ pub(super) async fn add(c: &Connect, a: &NetAddArgs) -> Result<String, CtlError>
             "creating a local NI needs at least one interface".to_owned(),
         ));
     }
-    let o2ib = net
-        .parse::<lnet::Net>()
-        .is_ok_and(|n| n.lnd == lnet::LndType::O2IBLND);
-    if o2ib && a.conns_per_peer.is_some_and(|cpp| cpp > 1) {
-        return Err(unsupported(
-            "--conns-per-peer",
-            "o2iblnd keeps one connection per peer",
-        ));
-    }
     // lnetctl ignores a credit that is not a number; here a negative one is ignored too.
     let positive = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok()).filter(|v| *v > 0);
     let body = serde_json::json!({
@@ -263,8 +256,8 @@ pub(super) async fn del(c: &Connect, a: &NetDelArgs) -> Result<String, CtlError>
 }
 
 /// `net set`: `--health`, `--conns-per-peer` and `--lnd-timeout` through the API, checked
-/// as lnetctl checks them first. `--conns-per-peer` sets the NI of `--nid`, or every tcp NI
-/// without it (as the kernel sets every NI when no NID is named); `--lnd-timeout` sets the
+/// as lnetctl checks them first. `--conns-per-peer` sets the NI of `--nid`, or every tcp and
+/// o2ib NI without it (as the kernel sets every NI when no NID is named); `--lnd-timeout` sets the
 /// timeout of the LND of `--net` (socklnd or o2iblnd: every NI of that LND, as the kernel's
 /// module parameter).
 pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError> {
@@ -337,16 +330,6 @@ pub(super) async fn set(c: &Connect, a: &NetSetArgs) -> Result<String, CtlError>
                 let parsed = nid
                     .parse::<lnet::Nid>()
                     .map_err(|_| cl.err(-22, "bad NID list".to_owned()))?;
-                if parsed.net.lnd != lnet::LndType::SOCKLND {
-                    return Err(cl.err(
-                        -95,
-                        format!(
-                            "--conns-per-peer: not supported: {parsed} runs {}lnd, which \
-                             keeps one connection per peer",
-                            parsed.net.lnd.name().unwrap_or("?")
-                        ),
-                    ));
-                }
                 format!("/api/v1/nis/{parsed}/conns-per-peer")
             }
             None => "/api/v1/nis/conns-per-peer".to_owned(),

@@ -40,8 +40,8 @@ pub struct NiAdd {
     /// aliveness rule); 0 turns the rule off. Absent: 180, the LND's default.
     #[schema(example = 180)]
     pub peer_timeout: Option<u32>,
-    /// Connections of each direction per peer (0 to 127; 0: the default). An o2ib NI keeps
-    /// one connection per peer: more is refused.
+    /// Connections per peer (0 to 127; 0: the default): a tcp NI's of each direction, the
+    /// ones an o2ib NI opens to a peer.
     pub conns_per_peer: Option<u32>,
     /// The IP type of service of its sockets: only -1 (none) is taken.
     pub tos: Option<i32>,
@@ -314,7 +314,8 @@ async fn set_conns_per_peer(
 
 /// Sets the `conns_per_peer` of local NI `nid` (`lnetctl net set --nid NID
 /// --conns-per-peer N`), as the kernel: the peers the NI learns of from now on get that many
-/// BULK_IN and BULK_OUT connections; the peers it has keep theirs. Kept in the store.
+/// connections (a tcp NI: BULK_IN and BULK_OUT each; an o2ib NI: that many it opens);
+/// the peers it has keep theirs. Kept in the store.
 #[utoipa::path(post, path = "/api/v1/nis/{nid}/conns-per-peer", tag = TAG_CHANGE,
     security(("bearer" = [])),
     params(("nid" = String, Path, description = "The local NI", example = "10.0.0.1@tcp")),
@@ -326,7 +327,7 @@ async fn set_conns_per_peer(
         (status = 403, description = "Not an admin token, or a read-only server", body = ErrorBody),
         (status = 404, description = "No such local NI", body = ErrorBody),
         (status = 415, description = "The body is not JSON", body = ErrorBody),
-        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, an NI whose LND keeps its connections per peer (o2ib), or a server that cannot change NIs", body = ErrorBody),
+        (status = 422, description = "A body of the wrong shape, a value outside 0..=127, an NI whose LND has no such setting, or a server that cannot change NIs", body = ErrorBody),
         (status = 503, description = "The node is stopping", body = ErrorBody),
     ))]
 pub(crate) async fn set_ni_conns_per_peer(
@@ -341,9 +342,8 @@ pub(crate) async fn set_ni_conns_per_peer(
     ))
 }
 
-/// Sets the `conns_per_peer` of every tcp NI (`lnetctl net set --all --conns-per-peer N`),
-/// for the peers they learn of from now on. Kept in the store. o2ib NIs keep one
-/// connection per peer.
+/// Sets the `conns_per_peer` of every tcp and o2ib NI (`lnetctl net set --all
+/// --conns-per-peer N`), for the peers they learn of from now on. Kept in the store.
 #[utoipa::path(post, path = "/api/v1/nis/conns-per-peer", tag = TAG_CHANGE,
     security(("bearer" = [])),
     request_body = LndSetting,

@@ -366,6 +366,10 @@ struct Link {
     /// Posted txs, until they complete.
     active: Vec<u32>,
     last_send: Instant,
+    /// Messages posted on it.
+    tx_msgs: u64,
+    /// Messages received on it.
+    rx_msgs: u64,
 }
 
 impl Link {
@@ -375,6 +379,31 @@ impl Link {
             .chain(self.rsrvd.iter())
             .chain(self.credit_q.iter())
             .chain(self.nocred.iter())
+    }
+}
+
+/// The established connections to one peer, as the kernel's peer NI lists them: the
+/// newest first, and the one the last send went on, so that sends go round the list.
+#[derive(Debug, Default)]
+struct PeerLinks {
+    /// Established connections, the newest first.
+    conns: Vec<u32>,
+    /// The connection the last send from the layer above was queued on.
+    next: Option<u32>,
+}
+
+impl PeerLinks {
+    /// The connection the next send goes on: the one after the last one used, or the
+    /// first when the last one was the last of the list or is gone (the kernel's
+    /// `kiblnd_get_conn_locked`).
+    fn pick(&mut self) -> Option<u32> {
+        let after = self
+            .next
+            .and_then(|n| self.conns.iter().position(|c| *c == n))
+            .and_then(|i| self.conns.get(i + 1));
+        let c = after.or_else(|| self.conns.first()).copied()?;
+        self.next = Some(c);
+        Some(c)
     }
 }
 
@@ -403,6 +432,8 @@ pub struct Exchanges {
     keepalive: Option<Duration>,
     sink: SinkRegion,
     links: HashMap<u32, Link>,
+    /// The established connections of each peer, in the order sends go round them.
+    peer_links: HashMap<Nid, PeerLinks>,
     /// Txs waiting for a connection, by peer.
     waiting: HashMap<Nid, VecDeque<u32>>,
     txs: HashMap<u32, Tx>,
@@ -434,6 +465,7 @@ impl Exchanges {
             keepalive: cfg.keepalive,
             sink,
             links: HashMap::new(),
+            peer_links: HashMap::new(),
             waiting: HashMap::new(),
             txs: HashMap::new(),
             msg_free: (0..cfg.ntx).rev().collect(),
@@ -502,10 +534,20 @@ impl Exchanges {
         self.waiting.get(&peer).is_some_and(|q| !q.is_empty())
     }
 
-    /// A connection came up: the txs waiting for `params.peer` go on it. The driver calls
-    /// [`Exchanges::flush`] once it fed what the connection received before.
+    /// Messages posted on and received on `conn`, while it is established.
+    pub fn conn_msgs(&self, conn: u32) -> Option<(u64, u64)> {
+        self.links.get(&conn).map(|l| (l.tx_msgs, l.rx_msgs))
+    }
+
+    /// A connection came up: the txs waiting for `params.peer` all go on it (as the
+    /// kernel's, the first connection up takes the sends that waited, whatever
+    /// `conns_per_peer`); it heads the peer's list, which later sends go round. The driver
+    /// calls [`Exchanges::flush`] once it fed what the connection received before.
     pub fn add_conn(&mut self, now: Instant, conn: u32, params: LinkParams) {
         let peer = params.peer;
+        let list = self.peer_links.entry(peer).or_default();
+        list.conns.retain(|c| *c != conn);
+        list.conns.insert(0, conn);
         self.links.insert(
             conn,
             Link {
@@ -519,6 +561,8 @@ impl Exchanges {
                 nocred: VecDeque::new(),
                 active: Vec::new(),
                 last_send: now,
+                tx_msgs: 0,
+                rx_msgs: 0,
             },
         );
         let queue: Vec<u32> = self
@@ -554,6 +598,15 @@ impl Exchanges {
         let Some(link) = self.links.remove(&conn) else {
             return;
         };
+        if let Some(list) = self.peer_links.get_mut(&link.peer) {
+            list.conns.retain(|c| *c != conn);
+            if list.next == Some(conn) {
+                list.next = None;
+            }
+            if list.conns.is_empty() {
+                self.peer_links.remove(&link.peer);
+            }
+        }
         let ids: Vec<u32> = link.all_txs().copied().collect();
         for id in ids {
             if let Some(tx) = self.txs.remove(&id) {

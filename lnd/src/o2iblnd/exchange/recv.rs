@@ -48,6 +48,7 @@ impl Exchanges {
             self.close(now, c, CloseWhy::Local);
             return None;
         }
+        link.rx_msgs += 1;
         let peer = link.peer;
         let version = link.version;
         bump(&mut self.stats.rx_msgs, msg.msg_type().code());

@@ -8,7 +8,8 @@ use lnet::{Message, Nid};
 use tokio::time::Instant;
 
 use super::{
-    bump, Action, BulkFill, Exchanges, PostSend, RdmaWrite, TxKind, BULK_BUFFER_BYTES, EMSGSIZE,
+    bump, Action, BulkFill, Exchanges, PeerLinks, PostSend, RdmaWrite, TxKind, BULK_BUFFER_BYTES,
+    EMSGSIZE,
 };
 use crate::lnd::TxRequest;
 use crate::o2iblnd::credits::SendClass;
@@ -67,16 +68,10 @@ impl Exchanges {
         self.launch(now, peer, id);
     }
 
-    fn link_of(&self, peer: Nid) -> Option<u32> {
-        self.links
-            .iter()
-            .filter(|(_, l)| l.peer == peer)
-            .map(|(c, _)| *c)
-            .min()
-    }
-
+    /// Queues tx `id` on the next established connection to `peer`, round the peer's
+    /// list, or keeps it waiting for one.
     fn launch(&mut self, now: Instant, peer: Nid, id: u32) {
-        if let Some(c) = self.link_of(peer) {
+        if let Some(c) = self.peer_links.get_mut(&peer).and_then(PeerLinks::pick) {
             self.queue_on_conn(now, c, id);
             self.check_sends(now, c);
             return;
@@ -338,6 +333,7 @@ impl Exchanges {
             .peak_credits_in_use
             .max(link.credits.peak_in_use());
         link.last_send = now;
+        link.tx_msgs += 1;
         tx.msg_slots.push_back(msg_slot);
         tx.queued = false;
         tx.sending += 1;

@@ -92,6 +92,10 @@ struct Side {
     lent: Vec<(usize, usize, Bytes)>,
     /// Whether this side's layer above keeps what it is lent (else it lets go at once).
     keep_lent: bool,
+    /// Its other connections to the peer (several per peer), besides `conn`.
+    extra: Vec<u32>,
+    /// The connection of each message posted, in order.
+    posted_on: Vec<u32>,
 }
 
 impl Side {
@@ -123,6 +127,8 @@ impl Side {
             sent_types: Vec::new(),
             lent: Vec::new(),
             keep_lent: false,
+            extra: Vec::new(),
+            posted_on: Vec::new(),
         }
     }
 
@@ -140,6 +146,15 @@ impl Side {
     }
 
     fn link_to(&mut self, now: Instant, peer: &Side, queue_depth: u16) {
+        let conn = self.conn;
+        self.link_on(now, conn, peer, queue_depth);
+    }
+
+    /// Connection `conn` to `peer` comes up.
+    fn link_on(&mut self, now: Instant, conn: u32, peer: &Side, queue_depth: u16) {
+        if conn != self.conn && !self.extra.contains(&conn) {
+            self.extra.push(conn);
+        }
         let credits = ConnCredits::new(
             Version::V2,
             queue_depth,
@@ -149,7 +164,7 @@ impl Side {
         );
         self.ex.add_conn(
             now,
-            self.conn,
+            conn,
             LinkParams {
                 peer: peer.nid,
                 version: Version::V2,
@@ -158,7 +173,7 @@ impl Side {
                 credits,
             },
         );
-        self.ex.flush(now, self.conn);
+        self.ex.flush(now, conn);
     }
 
     fn send(&mut self, now: Instant, id: u64, to: Nid, payload: Bytes) {
@@ -204,7 +219,11 @@ fn run_actions(side: &mut Side, out: &mut VecDeque<Bytes>, remote: &mut RemoteMe
     while let Some(action) = side.ex.poll_action() {
         match action {
             Action::Post(p) => {
-                assert_eq!(p.conn, side.conn, "posted on the wrong connection");
+                assert!(
+                    p.conn == side.conn || side.extra.contains(&p.conn),
+                    "posted on the wrong connection"
+                );
+                side.posted_on.push(p.conn);
                 if let Some(fill) = &p.fill {
                     let off = fill.slot * BULK_BUFFER_BYTES;
                     side.src[off..off + fill.payload.len()].copy_from_slice(&fill.payload);
@@ -935,4 +954,245 @@ fn shutdown_fails_what_is_left() {
     p.run();
     assert_eq!(p.a.status_of(1), Some(HealthStatus::LocalAborted));
     assert_eq!(p.a.status_of(2), Some(HealthStatus::LocalAborted));
+}
+
+/// Two sides with several connections to each other: A's `CONN_A + i` is B's
+/// `CONN_B + 10 + i`. Messages move on the connection they were posted on.
+struct MultiPair {
+    a: Side,
+    b: Side,
+    now: Instant,
+    /// Whether B receives what A sends.
+    b_listens: bool,
+    /// Whether posted sends complete.
+    sends_complete: bool,
+    /// Messages on their way, with the receiver's connection: to B, to A.
+    to_b: VecDeque<(u32, Bytes)>,
+    to_a: VecDeque<(u32, Bytes)>,
+    /// The connection of each message A posted, in order (beside `a.sent_types`).
+    a_log: Vec<u32>,
+}
+
+fn b_conn(a_conn: u32) -> u32 {
+    a_conn - CONN_A + CONN_B + 10
+}
+
+fn a_conn(b_conn: u32) -> u32 {
+    b_conn - CONN_B - 10 + CONN_A
+}
+
+impl MultiPair {
+    /// `n` connections, each of `queue_depth` credits, coming up in order of their ids.
+    fn new(n: u32, queue_depth: u16) -> MultiPair {
+        let now = Instant::now();
+        let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+        let mut b = Side::new(2, STAMP_B, b_conn(CONN_A), 0x2000_0000, 0xb);
+        for i in 0..n {
+            a.link_on(now, CONN_A + i, &b, queue_depth);
+            b.link_on(now, b_conn(CONN_A + i), &a, queue_depth);
+        }
+        MultiPair {
+            a,
+            b,
+            now,
+            b_listens: true,
+            sends_complete: true,
+            to_b: VecDeque::new(),
+            to_a: VecDeque::new(),
+            a_log: Vec::new(),
+        }
+    }
+
+    fn step(&mut self) -> bool {
+        let mut out = VecDeque::new();
+        run_actions(
+            &mut self.a,
+            &mut out,
+            &mut RemoteMem {
+                sink: Some((&mut self.b.sink, self.b.sink_region)),
+                kernel: None,
+            },
+        );
+        let on: Vec<u32> = self.a.posted_on.drain(..).collect();
+        self.a_log.extend(&on);
+        let mut progress = !out.is_empty();
+        self.to_b
+            .extend(on.into_iter().map(b_conn).zip(out.drain(..)));
+        run_actions(
+            &mut self.b,
+            &mut out,
+            &mut RemoteMem {
+                sink: Some((&mut self.a.sink, self.a.sink_region)),
+                kernel: None,
+            },
+        );
+        let on: Vec<u32> = self.b.posted_on.drain(..).collect();
+        progress |= !out.is_empty();
+        self.to_a
+            .extend(on.into_iter().map(a_conn).zip(out.drain(..)));
+        if self.b_listens {
+            while let Some((c, m)) = self.to_b.pop_front() {
+                if let Some(q) = self.b.ex.on_receive(self.now, c, &m) {
+                    assert_eq!(q.conn(), c);
+                    self.b
+                        .ex
+                        .on_header_decision(self.now, q, decide(Policy::Receive));
+                }
+                progress = true;
+            }
+        }
+        while let Some((c, m)) = self.to_a.pop_front() {
+            if let Some(q) = self.a.ex.on_receive(self.now, c, &m) {
+                self.a
+                    .ex
+                    .on_header_decision(self.now, q, decide(Policy::Receive));
+            }
+            progress = true;
+        }
+        if self.sends_complete {
+            for side in [&mut self.a, &mut self.b] {
+                while let Some((c, tx)) = side.in_flight.pop_front() {
+                    side.ex.on_send_complete(self.now, c, tx);
+                    progress = true;
+                }
+            }
+        }
+        progress
+    }
+
+    fn run(&mut self) {
+        for _ in 0..1000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("the exchanges never settle");
+    }
+
+    /// The connections A's IMMEDIATEs and PUT_REQs went on, in order.
+    fn a_lnet_sends_on(&self, from: usize) -> Vec<u32> {
+        self.a.sent_types[from..]
+            .iter()
+            .zip(&self.a_log[from..])
+            .filter(|(t, _)| **t == IBLND_MSG_IMMEDIATE || **t == IBLND_MSG_PUT_REQ)
+            .map(|(_, c)| *c)
+            .collect()
+    }
+}
+
+#[test]
+fn sends_go_round_the_established_connections_newest_first() {
+    let mut p = MultiPair::new(3, 8);
+    let b = p.b.nid;
+    for id in 0..6 {
+        p.a.send(p.now, id, b, pattern(64, id as u8));
+    }
+    p.run();
+    // The kernel's list has the newest connection first; each send takes the next one.
+    assert_eq!(p.a_lnet_sends_on(0), [9, 8, 7, 9, 8, 7]);
+    assert_eq!(p.b.delivered.len(), 6);
+    for id in 0..6 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+    }
+    for c in [7, 8, 9] {
+        let (tx, _) = p.a.ex.conn_msgs(c).unwrap();
+        let (_, rx) = p.b.ex.conn_msgs(b_conn(c)).unwrap();
+        assert!(
+            tx >= 2 && rx >= 2,
+            "connection {c}: {tx} sent, {rx} received"
+        );
+    }
+    // A PUT goes round too, and its PUT_ACK comes back on the connection it went on.
+    p.a.send(p.now, 6, b, pattern(IBLND_MAX_IMMEDIATE + 1, 6));
+    p.run();
+    assert_eq!(p.a.status_of(6), Some(HealthStatus::Ok));
+    assert_eq!(p.b.delivered[6].2, pattern(IBLND_MAX_IMMEDIATE + 1, 6));
+    assert_eq!(p.a_lnet_sends_on(0)[6], 9);
+}
+
+#[test]
+fn the_first_connection_up_takes_the_sends_that_waited() {
+    let now = Instant::now();
+    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
+    let b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+    for id in 0..3 {
+        a.send(now, id, b.nid, pattern(10, id as u8));
+    }
+    let mut out = VecDeque::new();
+    run_alone(&mut a, &mut out, None);
+    assert!(out.is_empty());
+    a.link_on(now, 7, &b, 8);
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.posted_on, [7, 7, 7], "all on the first connection up");
+    // The second one heads the list: the next sends start there and go round.
+    a.link_on(now, 8, &b, 8);
+    for id in 3..6 {
+        a.send(now, id, b.nid, pattern(10, id as u8));
+    }
+    run_alone(&mut a, &mut out, None);
+    assert_eq!(a.posted_on[3..], [8, 7, 8]);
+    assert_eq!(out.len(), 6);
+}
+
+#[test]
+fn closing_one_connection_fails_its_sends_and_the_others_carry_on() {
+    let mut p = MultiPair::new(2, 8);
+    let b = p.b.nid;
+    p.sends_complete = false;
+    p.b_listens = false;
+    p.a.send(p.now, 1, b, pattern(10, 1));
+    p.a.send(p.now, 2, b, pattern(10, 2));
+    p.run();
+    assert_eq!(p.a_lnet_sends_on(0), [8, 7]);
+    // The peer drops connection 8: its send fails, the one on 7 is not touched.
+    p.a.ex.close_conn(p.now, 8, CloseWhy::PeerGone);
+    p.b.ex.close_conn(p.now, b_conn(8), CloseWhy::PeerGone);
+    p.to_b.retain(|(c, _)| *c != b_conn(8));
+    p.a.in_flight.retain(|(c, _)| *c != 8);
+    p.step();
+    assert_eq!(p.a.status_of(1), Some(HealthStatus::RemoteDropped));
+    assert_eq!(p.a.status_of(2), None);
+    p.sends_complete = true;
+    p.b_listens = true;
+    p.run();
+    assert_eq!(p.a.status_of(2), Some(HealthStatus::Ok));
+    // No connection replaces it: the next sends all go on 7.
+    let sent = p.a_lnet_sends_on(0).len();
+    for id in 3..6 {
+        p.a.send(p.now, id, b, pattern(10, id as u8));
+    }
+    p.run();
+    assert_eq!(p.a_lnet_sends_on(0)[sent..], [7, 7, 7]);
+    for id in 3..6 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+    }
+    assert!(p.a.connects.is_empty());
+    assert_eq!(p.a.ex.conn_msgs(8), None);
+    // The last one closed: a send waits for a connection and asks for one.
+    p.a.ex.close_conn(p.now, 7, CloseWhy::PeerGone);
+    p.a.send(p.now, 6, b, pattern(10, 6));
+    p.run();
+    assert_eq!(p.a.connects, [b]);
+    assert!(p.a.ex.has_waiting(b));
+}
+
+#[test]
+fn each_connection_has_its_own_credits() {
+    let mut p = MultiPair::new(2, 2);
+    let b = p.b.nid;
+    p.b_listens = false;
+    for id in 0..6 {
+        p.a.send(p.now, id, b, pattern(64, id as u8));
+    }
+    p.run();
+    // Two credits on each of the two connections: four IMMEDIATEs out, two held.
+    assert_eq!(p.to_b.len(), 4);
+    assert_eq!(p.a_lnet_sends_on(0), [8, 7, 8, 7]);
+    assert_eq!(p.a.ex.stats().peak_credits_in_use, 2);
+    p.b_listens = true;
+    p.run();
+    assert_eq!(p.b.delivered.len(), 6);
+    for id in 0..6 {
+        assert_eq!(p.a.status_of(id), Some(HealthStatus::Ok));
+    }
 }

@@ -19,6 +19,18 @@ impl<H: LndHandler> State<H> {
         }
     }
 
+    /// Connects to `peer`, which has no connection and no connect under way: the NI's
+    /// `conns_per_peer` connections at once, as the kernel's `kiblnd_launch_tx` does for a
+    /// new peer NI (the value taken now, so a peer keeps the count it was connected with).
+    pub(super) fn connect_peer(&mut self, peer: Nid) {
+        let n = self.live.effective_conns_per_peer();
+        for _ in 0..n {
+            self.start_connect(peer);
+        }
+    }
+
+    /// Starts one active connect to `peer` (address resolution first); counted in the
+    /// peer's attempts until it is established or fails.
     pub(super) fn start_connect(&mut self, peer: Nid) {
         let Some(dst) = self.cfg.peer_addr(peer) else {
             self.fail_peer_queue(peer, TxFailure::ConnectUnreachable);
@@ -31,7 +43,7 @@ impl<H: LndHandler> State<H> {
             ..ConnParams::DEFAULT
         });
         let peer_stamp = p.stamp.map_or(0, |(s, _)| s);
-        p.connecting = true;
+        p.connecting += 1;
         p.retry_at = None;
         let started = CmId::new(&self.ch).and_then(|id| {
             id.resolve_addr(
@@ -63,9 +75,28 @@ impl<H: LndHandler> State<H> {
         }
     }
 
+    /// One active connect to `peer` failed with `f`: see [`Self::attempts_failed`].
     pub(super) fn connect_failed(&mut self, peer: Nid, f: TxFailure) {
+        self.end_attempt(peer);
+        self.attempts_failed(peer, f);
+    }
+
+    /// One active connect to `peer` ended (established, failed or replaced).
+    pub(super) fn end_attempt(&mut self, peer: Nid) {
         if let Some(p) = self.peers.get_mut(&peer) {
-            p.connecting = false;
+            p.connecting = p.connecting.saturating_sub(1);
+        }
+    }
+
+    /// An active connect to `peer` failed with `f` and ended: as the kernel's
+    /// `kiblnd_peer_connect_failed`, nothing more while another connect is under way;
+    /// once none is, the sends waiting for a connection fail with `f` and the peer is
+    /// reported down (unless a connection came up: then nothing waits).
+    pub(super) fn attempts_failed(&mut self, peer: Nid, f: TxFailure) {
+        if let Some(p) = self.peers.get_mut(&peer) {
+            if p.connecting > 0 {
+                return;
+            }
             p.reconnects = 0;
         }
         self.fail_peer_queue(peer, f);
@@ -80,7 +111,7 @@ impl<H: LndHandler> State<H> {
         let Some(p) = self.peers.get_mut(&peer) else {
             return;
         };
-        if p.down_reported || !p.conns.is_empty() || p.connecting || self.ex.has_waiting(peer) {
+        if p.down_reported || !p.conns.is_empty() || p.connecting > 0 || self.ex.has_waiting(peer) {
             return;
         }
         p.down_reported = true;
@@ -127,6 +158,7 @@ impl<H: LndHandler> State<H> {
         let conn = Conn {
             peer,
             state,
+            active: state == ConnState::Connecting,
             version,
             offered: params,
             peer_stamp,
@@ -293,7 +325,8 @@ impl<H: LndHandler> State<H> {
         }
     }
 
-    /// Removes a connection that never came up; `fail`: give up on the peer's queue too.
+    /// Removes an active connection that never came up, ending its attempt; `fail`: it
+    /// failed with that ([`Self::attempts_failed`]).
     pub(super) fn abort_connecting(&mut self, c: u32, fail: Option<TxFailure>) {
         let Some(conn) = self.conns.remove(&c) else {
             return;
@@ -304,10 +337,10 @@ impl<H: LndHandler> State<H> {
         drop(conn);
         if let Some(p) = self.peers.get_mut(&peer) {
             p.conns.retain(|x| *x != c);
-            p.connecting = false;
         }
+        self.end_attempt(peer);
         if let Some(f) = fail {
-            self.connect_failed(peer, f);
+            self.attempts_failed(peer, f);
         }
     }
 
@@ -326,11 +359,8 @@ impl<H: LndHandler> State<H> {
                     }
                     Err(e) => {
                         tracing::warn!(%peer, error = %e, "o2iblnd: bad CONNACK, closing");
-                        if let Some(p) = self.peers.get_mut(&peer) {
-                            p.connecting = false;
-                        }
-                        self.close_conn(c, CloseWhy::Local);
-                        self.fail_peer_queue(peer, TxFailure::ClosedLocally(TxStage::Queued));
+                        let _ = conn.id.disconnect();
+                        self.abort_connecting(c, Some(TxFailure::ClosedLocally(TxStage::Queued)));
                         return;
                     }
                 }
@@ -341,6 +371,7 @@ impl<H: LndHandler> State<H> {
         let Some(conn) = self.conns.get_mut(&c) else {
             return;
         };
+        let active = conn.state == ConnState::Connecting;
         conn.state = ConnState::Established;
         let (stamp, version, qd, frags) = (
             conn.peer_stamp,
@@ -352,7 +383,9 @@ impl<H: LndHandler> State<H> {
         self.stats.conns_established += 1;
         tracing::info!(%peer, conn = c, ?version, qd, "o2iblnd: connection established");
         let p = self.peers.entry(peer).or_default();
-        p.connecting = false;
+        if active {
+            p.connecting = p.connecting.saturating_sub(1);
+        }
         p.stamp = Some((stamp, version));
         p.version = Some(version);
         p.params = Some(ConnParams {
@@ -409,7 +442,7 @@ impl<H: LndHandler> State<H> {
         self.abort_connecting(c, None);
         let action = match status {
             IB_CM_REJ_INVALID_SERVICE_ID => {
-                self.connect_failed(peer, TxFailure::ConnectUnreachable);
+                self.attempts_failed(peer, TxFailure::ConnectUnreachable);
                 return;
             }
             IB_CM_REJ_STALE_CONN => RejectAction::Reconnect {
@@ -432,8 +465,7 @@ impl<H: LndHandler> State<H> {
                 if p.reconnects > MAX_RECONNECTS
                     || (!self.ex.has_waiting(peer) && p.version == Some(version))
                 {
-                    p.reconnects = 0;
-                    self.connect_failed(peer, TxFailure::ConnectRefused);
+                    self.attempts_failed(peer, TxFailure::ConnectRefused);
                     return;
                 }
                 p.version = Some(version);
@@ -450,7 +482,7 @@ impl<H: LndHandler> State<H> {
             RejectAction::Later => {
                 p.retry_at = Some(Instant::now() + Duration::from_secs(1));
             }
-            _ => self.connect_failed(peer, TxFailure::ConnectRefused),
+            _ => self.attempts_failed(peer, TxFailure::ConnectRefused),
         }
     }
 
@@ -463,7 +495,7 @@ impl<H: LndHandler> State<H> {
                 let p = peers.get(&nid);
                 PeerView {
                     connecting: p.is_some_and(|p| {
-                        p.connecting
+                        p.connecting > 0
                             || p.conns.iter().any(|c| {
                                 conns
                                     .get(c)
@@ -630,10 +662,10 @@ impl<H: LndHandler> State<H> {
         let mut reconnect = false;
         if let Some(p) = self.peers.get_mut(&peer) {
             p.conns.retain(|x| *x != c);
-            reconnect = p.conns.is_empty() && !p.connecting;
+            reconnect = p.conns.is_empty() && p.connecting == 0;
         }
         if reconnect && self.ex.has_waiting(peer) && !self.fatal {
-            self.start_connect(peer);
+            self.connect_peer(peer);
         }
         self.forget_idle_peer(peer);
         if let Some(ip) = addr {
@@ -666,7 +698,7 @@ impl<H: LndHandler> State<H> {
     fn forget_idle_peer(&mut self, peer: Nid) {
         let idle = self.peers.get(&peer).is_some_and(|p| {
             p.conns.is_empty()
-                && !p.connecting
+                && p.connecting == 0
                 && p.stamp.is_none()
                 && p.retry_at.is_none()
                 && p.races == 0
@@ -702,13 +734,16 @@ impl<H: LndHandler> State<H> {
         };
         p.conns.retain(|x| *x != c);
         if was_connecting {
-            p.connecting = false;
+            p.connecting = p.connecting.saturating_sub(1);
         }
         if why == CloseWhy::Stop {
             return;
         }
-        if p.conns.is_empty() && self.ex.has_waiting(peer) && !p.connecting && !self.fatal {
-            self.start_connect(peer);
+        // As the kernel's: the peer's other connections carry on, and none is opened in
+        // its place; only sends that wait with no connection and no connect left start a
+        // new set (`conns_per_peer` of them).
+        if p.conns.is_empty() && self.ex.has_waiting(peer) && p.connecting == 0 && !self.fatal {
+            self.connect_peer(peer);
         } else {
             self.report_down(
                 peer,

@@ -157,10 +157,30 @@ pub struct ConnInfo {
     pub peer_stamp: u64,
 }
 
+/// One connection to a peer, as [`O2ibLnd::peer_conns`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PeerConn {
+    /// The NI's id of the connection (for [`O2ibLnd::close_conn`]).
+    pub id: u32,
+    /// Whether this NI opened it (an active connect), rather than accepted it.
+    pub active: bool,
+    /// Whether it is established (else in handshake).
+    pub established: bool,
+    /// What it negotiated (as offered, while in handshake).
+    pub info: ConnInfo,
+    /// Messages posted on it since it was established.
+    pub tx_msgs: u64,
+    /// Messages received on it since it was established.
+    pub rx_msgs: u64,
+}
+
 enum Cmd {
     Send(TxRequest),
     Stats(oneshot::Sender<O2ibStats>),
     Conn(Nid, oneshot::Sender<Option<ConnInfo>>),
+    Conns(Nid, oneshot::Sender<Vec<PeerConn>>),
+    Close(u32, oneshot::Sender<bool>),
     Stop(oneshot::Sender<()>),
 }
 
@@ -200,6 +220,26 @@ impl<H: LndHandler> O2ibLnd<H> {
         let (tx, rx) = oneshot::channel();
         self.cmd.send(Cmd::Conn(peer, tx)).await.ok()?;
         rx.await.ok().flatten()
+    }
+
+    /// The connections to `peer`, active and passive, established or in handshake, by id.
+    pub async fn peer_conns(&self, peer: Nid) -> Vec<PeerConn> {
+        let (tx, rx) = oneshot::channel();
+        if self.cmd.send(Cmd::Conns(peer, tx)).await.is_err() {
+            return Vec::new();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Closes connection `id` (one of [`O2ibLnd::peer_conns`]), as the kernel's `lctl
+    /// disconnect` closes a peer's connections: its txs fail, the peer's other connections
+    /// carry on. Whether there was such a connection.
+    pub async fn close_conn(&self, id: u32) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.cmd.send(Cmd::Close(id, tx)).await.is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
     }
 }
 
@@ -394,6 +434,8 @@ struct Conn {
     id: CmId,
     peer: Nid,
     state: ConnState,
+    /// Opened by this NI (an active connect), not accepted.
+    active: bool,
     version: Version,
     offered: ConnParams,
     peer_stamp: u64,
@@ -424,7 +466,9 @@ struct Attempt {
 #[derive(Default)]
 struct Peer {
     conns: Vec<u32>,
-    connecting: bool,
+    /// Active connects under way (the kernel's `ibp_connecting`): from address
+    /// resolution until the connection is established or the attempt fails.
+    connecting: u32,
     stamp: Option<(u64, Version)>,
     version: Option<Version>,
     params: Option<ConnParams>,

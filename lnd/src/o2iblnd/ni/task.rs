@@ -44,6 +44,17 @@ impl<H: LndHandler> State<H> {
                     Some(Cmd::Conn(peer, reply)) => {
                         let _ = reply.send(self.conn_info(peer));
                     }
+                    Some(Cmd::Conns(peer, reply)) => {
+                        let _ = reply.send(self.peer_conns(peer));
+                    }
+                    Some(Cmd::Close(c, reply)) => {
+                        let known = self.conns.contains_key(&c);
+                        if known {
+                            tracing::info!(conn = c, "o2iblnd: closing connection on request");
+                            self.close_conn(c, CloseWhy::Local);
+                        }
+                        let _ = reply.send(known);
+                    }
                     Some(Cmd::Stop(reply)) => {
                         self.shutdown().await;
                         let _ = reply.send(());
@@ -149,8 +160,8 @@ impl<H: LndHandler> State<H> {
                 Action::Close { conn, why } => self.finish_close(conn, why),
                 Action::Connect { peer } => {
                     let p = self.peers.entry(peer).or_default();
-                    if !p.connecting && p.retry_at.is_none() {
-                        self.start_connect(peer);
+                    if p.connecting == 0 && p.retry_at.is_none() {
+                        self.connect_peer(peer);
                     }
                 }
                 Action::ConnectTimedOut { peer } => self.report_down(
@@ -196,6 +207,35 @@ impl<H: LndHandler> State<H> {
             })
     }
 
+    fn peer_conns(&self, peer: Nid) -> Vec<PeerConn> {
+        let Some(p) = self.peers.get(&peer) else {
+            return Vec::new();
+        };
+        let mut out: Vec<PeerConn> = p
+            .conns
+            .iter()
+            .filter_map(|id| {
+                let c = self.conns.get(id)?;
+                let (tx_msgs, rx_msgs) = self.ex.conn_msgs(*id).unwrap_or_default();
+                Some(PeerConn {
+                    id: *id,
+                    active: c.active,
+                    established: c.state == ConnState::Established,
+                    info: ConnInfo {
+                        version: c.version,
+                        queue_depth: c.queue_depth,
+                        max_frags: c.max_frags,
+                        peer_stamp: c.peer_stamp,
+                    },
+                    tx_msgs,
+                    rx_msgs,
+                })
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| c.id);
+        out
+    }
+
     async fn on_tick(&mut self) {
         let now = Instant::now();
         // Connects that take too long (each bounded by the timeout it started with).
@@ -239,7 +279,9 @@ impl<H: LndHandler> State<H> {
         let peers: Vec<Nid> = self.peers.keys().copied().collect();
         for peer in peers {
             let retry = self.peers.get(&peer).is_some_and(|p| {
-                p.retry_at.is_some_and(|t| t <= now) && !p.connecting && self.ex.has_waiting(peer)
+                p.retry_at.is_some_and(|t| t <= now)
+                    && p.connecting == 0
+                    && self.ex.has_waiting(peer)
             });
             if retry {
                 if self.established_conn(peer).is_some() {
@@ -247,7 +289,7 @@ impl<H: LndHandler> State<H> {
                         p.retry_at = None;
                     }
                 } else {
-                    self.start_connect(peer);
+                    self.connect_peer(peer);
                 }
             }
         }
