@@ -762,14 +762,11 @@ async fn no_listener_is_a_network_timeout() {
     a.lnd.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_sides_connecting_at_once_resolve_the_race() {
-    let Some(vm) = vm("both_sides_connecting_at_once_resolve_the_race") else {
-        return;
-    };
-    let port = 30987;
-    let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
-    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+/// Two NIs started with `ca` and `cb` that send each other a PUT at the same moment
+/// (each connects to the other at once); both PUTs arrive whole and complete.
+async fn put_at_once(ca: O2ibLndConfig, cb: O2ibLndConfig) -> (Node, Node) {
+    let mut a = Node::start(ca, Mode::Receive).await;
+    let mut b = Node::start(cb, Mode::Receive).await;
     let (an, bn) = (a.nid(), b.nid());
     let (pa, pb) = (pattern(2000, 1), pattern(300_000, 2));
     tokio::join!(
@@ -780,6 +777,17 @@ async fn both_sides_connecting_at_once_resolve_the_race() {
     check_payload(&a.message().await);
     assert_eq!(a.completion().await.status, HealthStatus::Ok);
     assert_eq!(b.completion().await.status, HealthStatus::Ok);
+    (a, b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_sides_connecting_at_once_resolve_the_race() {
+    let Some(vm) = vm("both_sides_connecting_at_once_resolve_the_race") else {
+        return;
+    };
+    let port = 30987;
+    let (mut a, mut b) = put_at_once(config(vm.ip[0], port), config(vm.ip[1], port)).await;
+    let (an, bn) = (a.nid(), b.nid());
     let sa = a.lnd.stats().await.unwrap();
     let sb = b.lnd.stats().await.unwrap();
     println!(
@@ -1411,18 +1419,8 @@ async fn both_sides_opening_several_connections_at_once_resolve_the_race() {
     ca.conns_per_peer = 2;
     let mut cb = config(vm.ip[1], port);
     cb.conns_per_peer = 2;
-    let mut a = Node::start(ca, Mode::Receive).await;
-    let mut b = Node::start(cb, Mode::Receive).await;
-    let (an, bn) = (a.nid(), b.nid());
-    let (pa, pb) = (pattern(2000, 1), pattern(300_000, 2));
-    tokio::join!(
-        a.send(1, bn, put(an, bn, &pa, 1), pa.clone()),
-        b.send(2, an, put(bn, an, &pb, 2), pb.clone())
-    );
-    check_payload(&b.message().await);
-    check_payload(&a.message().await);
-    assert_eq!(a.completion().await.status, HealthStatus::Ok);
-    assert_eq!(b.completion().await.status, HealthStatus::Ok);
+    let (mut a, mut b) = put_at_once(ca, cb).await;
+    let bn = b.nid();
     let on_a = wait_conns(&a.lnd, bn, "at least 2 connections up", |c| {
         established(c) >= 2 && established(c) == c.len()
     })

@@ -17,7 +17,7 @@ use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use actors::lnd_counters::LndCounters;
+use actors::lnd_counters::{LndCounters, O2iblndCounters};
 use actors::{GetRequest, MdSpec, MsgEventKind, Node, NodeConfig, NodeHandler, PutRequest};
 use bytes::Bytes;
 use lnd::o2iblnd::{O2ibLnd, O2ibLndConfig};
@@ -56,6 +56,19 @@ async fn tcp_ni(node: &Node, me: Nid) {
 async fn o2ib_ni(node: &Node, me: Nid) {
     let c = O2ibLndConfig::new(me, 0x0220_0000 | u64::from(me.addr_u32().unwrap() & 0xff));
     node.add_ni::<O2ibLnd<NodeHandler>>(c, 256).await.unwrap();
+}
+
+/// The counters of `node`'s o2ib NI.
+async fn o2ib_counters(node: &Node) -> O2iblndCounters {
+    node.lnd_counters()
+        .await
+        .unwrap()
+        .into_iter()
+        .find_map(|n| match n.counters {
+            LndCounters::O2iblnd(c) => Some(c),
+            LndCounters::Socklnd(_) => None,
+        })
+        .unwrap()
 }
 
 fn payload(len: usize, seed: u8) -> Bytes {
@@ -198,16 +211,7 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
     // What came in on the router's o2ib NI by RDMA (the 4 KiB and 1 MiB PUTs from B, the
     // 8 KiB REPLY to A's GET) was forwarded from the sink buffer it was written to: no
     // copy through user space.
-    let o2ib = r
-        .lnd_counters()
-        .await
-        .unwrap()
-        .into_iter()
-        .find_map(|n| match n.counters {
-            LndCounters::O2iblnd(c) => Some(c),
-            LndCounters::Socklnd(_) => None,
-        })
-        .unwrap();
+    let o2ib = o2ib_counters(&r).await;
     assert_eq!(
         (o2ib.puts_lent, o2ib.puts_copied),
         (3, 0),
@@ -307,16 +311,7 @@ async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_no
     // The 1 MiB PUTs from A went out on the o2ib NI by RDMA from the router buffer they
     // were read into, the few registered ones used again and again (one may be copied
     // when every registered buffer is still held at that moment).
-    let o2ib = r
-        .lnd_counters()
-        .await
-        .unwrap()
-        .into_iter()
-        .find_map(|n| match n.counters {
-            LndCounters::O2iblnd(c) => Some(c),
-            LndCounters::Socklnd(_) => None,
-        })
-        .unwrap();
+    let o2ib = o2ib_counters(&r).await;
     assert_eq!(
         o2ib.bulk_sent_in_place + o2ib.bulk_sent_copied,
         EACH as u64,

@@ -371,13 +371,7 @@ impl Pair {
                 kernel: None,
             },
         );
-        let mut moved = !to_a.is_empty() || !to_b.is_empty();
-        for side in [&mut *a, &mut *b] {
-            if !side.keep_lent && !side.lent.is_empty() {
-                side.return_lent(*now);
-                moved = true;
-            }
-        }
+        let moved = !to_a.is_empty() || !to_b.is_empty();
         b.inbox.extend(to_b);
         a.inbox.extend(to_a);
         let mut progress = moved;
@@ -393,25 +387,42 @@ impl Pair {
                 progress = true;
             }
         }
-        if self.sends_complete {
-            for side in [&mut self.a, &mut self.b] {
-                while let Some((c, tx)) = side.in_flight.pop_front() {
-                    side.ex.on_send_complete(*now, c, tx);
-                    progress = true;
-                }
-            }
-        }
-        progress
+        end_round([&mut self.a, &mut self.b], *now, self.sends_complete) || progress
     }
 
     fn run(&mut self) {
-        for _ in 0..1000 {
-            if !self.step() {
-                return;
+        settle(|| self.step());
+    }
+}
+
+/// The end of a round for both sides: each side's layer above lets go of what it was
+/// lent (unless it keeps it), and with `sends_complete` the posted sends complete.
+/// Whether anything happened.
+fn end_round(sides: [&mut Side; 2], now: Instant, sends_complete: bool) -> bool {
+    let mut progress = false;
+    for side in sides {
+        if !side.keep_lent && !side.lent.is_empty() {
+            side.return_lent(now);
+            progress = true;
+        }
+        if sends_complete {
+            while let Some((c, tx)) = side.in_flight.pop_front() {
+                side.ex.on_send_complete(now, c, tx);
+                progress = true;
             }
         }
-        panic!("the exchanges never settle");
     }
+    progress
+}
+
+/// Takes rounds until nothing moves.
+fn settle(mut step: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if !step() {
+            return;
+        }
+    }
+    panic!("the exchanges never settle");
 }
 
 #[test]
@@ -1049,24 +1060,11 @@ impl MultiPair {
             }
             progress = true;
         }
-        if self.sends_complete {
-            for side in [&mut self.a, &mut self.b] {
-                while let Some((c, tx)) = side.in_flight.pop_front() {
-                    side.ex.on_send_complete(self.now, c, tx);
-                    progress = true;
-                }
-            }
-        }
-        progress
+        end_round([&mut self.a, &mut self.b], self.now, self.sends_complete) || progress
     }
 
     fn run(&mut self) {
-        for _ in 0..1000 {
-            if !self.step() {
-                return;
-            }
-        }
-        panic!("the exchanges never settle");
+        settle(|| self.step());
     }
 
     /// The connections A's IMMEDIATEs and PUT_REQs went on, in order.
