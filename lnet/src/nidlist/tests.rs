@@ -1,3 +1,4 @@
+use super::mask::ntop6;
 use super::*;
 use proptest::prelude::*;
 

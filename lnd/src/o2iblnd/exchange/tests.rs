@@ -335,9 +335,21 @@ struct Pair {
 
 impl Pair {
     fn new(queue_depth: u16) -> Pair {
+        Pair::with_sinks(queue_depth, BULK)
+    }
+
+    /// A pair whose B has `b_sinks` sink buffers.
+    fn with_sinks(queue_depth: u16, b_sinks: usize) -> Pair {
         let now = Instant::now();
         let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
         let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
+        if b_sinks != BULK {
+            let mut cfg = O2ibLndConfig::new(b.nid, STAMP_B);
+            cfg.ntx = 16;
+            cfg.bulk_buffers = b_sinks;
+            b.ex = Exchanges::new(&cfg, b.sink_region);
+            b.sink = vec![0; b_sinks * BULK_BUFFER_BYTES];
+        }
         a.link_to(now, &b, queue_depth);
         b.link_to(now, &a, queue_depth);
         Pair {
@@ -485,24 +497,7 @@ fn more_puts_than_bulk_buffers_wait_for_one() {
 #[test]
 fn a_put_is_handed_up_in_its_sink_buffer_which_waits_for_its_return() {
     const SINKS: usize = 4;
-    let now = Instant::now();
-    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
-    let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
-    let mut cfg = O2ibLndConfig::new(b.nid, STAMP_B);
-    cfg.ntx = 16;
-    cfg.bulk_buffers = SINKS;
-    b.ex = Exchanges::new(&cfg, b.sink_region);
-    b.sink = vec![0; SINKS * BULK_BUFFER_BYTES];
-    a.link_to(now, &b, 8);
-    b.link_to(now, &a, 8);
-    let mut p = Pair {
-        a,
-        b,
-        now,
-        b_listens: true,
-        a_listens: true,
-        sends_complete: true,
-    };
+    let mut p = Pair::with_sinks(8, SINKS);
     p.b.keep_lent = true;
     let b_nid = p.b.nid;
     let puts = SINKS + 2;
@@ -537,21 +532,9 @@ fn a_put_is_handed_up_in_its_sink_buffer_which_waits_for_its_return() {
 
 #[test]
 fn a_put_waiting_for_a_sink_gets_the_one_given_back() {
-    // One sink buffer, none lent (half of one): every PUT is copied; with two, one is
-    // lent, and a PUT that finds the other busy waits for the lent one to come back.
-    let now = Instant::now();
-    let mut a = Side::new(1, STAMP_A, CONN_A, 0x1000_0000, 0xa);
-    let mut b = Side::new(2, STAMP_B, CONN_B, 0x2000_0000, 0xb);
-    a.link_to(now, &b, 8);
-    b.link_to(now, &a, 8);
-    let mut p = Pair {
-        a,
-        b,
-        now,
-        b_listens: true,
-        a_listens: true,
-        sends_complete: true,
-    };
+    // Two sink buffers: one is lent, and a PUT that finds the other busy waits for the
+    // lent one to come back.
+    let mut p = Pair::new(8);
     p.b.keep_lent = true;
     let b_nid = p.b.nid;
     p.a.send(p.now, 1, b_nid, pattern(50_000, 1));
