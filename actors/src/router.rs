@@ -213,7 +213,7 @@ impl RouterPools {
             (Requested::Granted(grant), _) => {
                 // Registered memory, when there is any, is taken outside the pool's lock
                 // (a new buffer is registered with each o2ib NI first).
-                let registered = grant.pool == PoolKind::Large && self.registered.has_domains();
+                let registered = self.uses_registered(grant.pool);
                 let spare = if registered {
                     None
                 } else {
@@ -237,8 +237,10 @@ impl RouterPools {
     /// reservation waited): a buffer of its pool given back earlier, or a new one of the
     /// pool's size.
     pub fn buffer(&self, ticket: &Ticket) -> BytesMut {
-        if let Some(memory) = self.registered_memory_of(ticket.grant.pool) {
-            return memory;
+        if self.uses_registered(ticket.grant.pool) {
+            if let Some(memory) = self.registered.take() {
+                return memory;
+            }
         }
         let spare = self
             .lock(ticket.cpt)
@@ -297,12 +299,10 @@ impl RouterPools {
         &self.registered
     }
 
-    /// Memory for a buffer of `pool` from the registered large buffers, when it is the
-    /// large pool and an o2ib NI registered them.
-    fn registered_memory_of(&self, pool: PoolKind) -> Option<BytesMut> {
-        (pool == PoolKind::Large)
-            .then(|| self.registered.take())
-            .flatten()
+    /// Whether a buffer of `pool` takes its memory from the registered large buffers: the
+    /// large pool, once an o2ib NI registers them.
+    fn uses_registered(&self, pool: PoolKind) -> bool {
+        pool == PoolKind::Large && self.registered.has_domains()
     }
 
     /// Resizes every CPT's pools to `per_cpt` buffers (tiny, small, large) while the

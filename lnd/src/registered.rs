@@ -45,8 +45,8 @@ struct Buffer {
     /// The allocation's last byte: it keeps the allocation alive, and becomes the whole
     /// buffer again once nobody else holds a part of it.
     keeper: BytesMut,
-    /// Handed out (or not yet known to be back).
-    out: bool,
+    /// In [`Inner::back`].
+    back: bool,
 }
 
 #[derive(Default)]
@@ -55,6 +55,9 @@ struct Inner {
     buffers: BTreeMap<usize, Buffer>,
     domains: Vec<(DomainId, Arc<dyn Domain>)>,
     next_domain: u64,
+    /// Buffers given back, most recent last: tried first, so that a buffer is found
+    /// without a search while they come back in turn.
+    back: Vec<usize>,
 }
 
 /// The registered buffers of one size, shared by the router's pools and the LNDs that
@@ -131,15 +134,17 @@ impl RegisteredMemory {
             return None;
         }
         let size = self.size;
-        for b in inner.buffers.values_mut() {
-            if !b.out {
-                if let Some(buf) = hand_out(b, size) {
-                    return Some(buf);
-                }
+        while let Some(base) = inner.back.pop() {
+            let Some(b) = inner.buffers.get_mut(&base) else {
+                continue;
+            };
+            b.back = false;
+            if let Some(buf) = hand_out(b, size) {
+                return Some(buf);
             }
         }
-        // None marked back: one may be back without being given (a payload dropped
-        // elsewhere).
+        // None given back is free: one may be free without having been given back (its
+        // payload dropped elsewhere).
         for b in inner.buffers.values_mut() {
             if let Some(buf) = hand_out(b, size) {
                 return Some(buf);
@@ -167,7 +172,7 @@ impl RegisteredMemory {
                 len: size,
                 keys,
                 keeper,
-                out: true,
+                back: false,
             },
         );
         Some(whole)
@@ -177,8 +182,13 @@ impl RegisteredMemory {
     /// handed out again once nothing else holds it.
     pub fn give_back(&self, addr: usize) {
         let mut inner = self.lock();
-        if let Some((_, b)) = inner.buffers.range_mut(..=addr).next_back() {
-            b.out = false;
+        let Inner { buffers, back, .. } = &mut *inner;
+        let Some((base, b)) = buffers.range_mut(..=addr).next_back() else {
+            return;
+        };
+        if addr < base.saturating_add(b.len) && !b.back {
+            b.back = true;
+            back.push(*base);
         }
     }
 
@@ -211,6 +221,8 @@ impl RegisteredMemory {
         for base in free {
             inner.buffers.remove(&base);
         }
+        let Inner { back, buffers, .. } = &mut *inner;
+        back.retain(|base| buffers.contains_key(base));
         inner.buffers.len()
     }
 
@@ -234,7 +246,6 @@ fn hand_out(b: &mut Buffer, size: usize) -> Option<BytesMut> {
     let mut whole = std::mem::take(&mut b.keeper);
     whole.clear();
     b.keeper = whole.split_off(size);
-    b.out = true;
     Some(whole)
 }
 

@@ -120,15 +120,13 @@ impl LnetActor {
     /// Multi-Rail with discovery on at both ends (otherwise it keeps the NIDs it has).
     pub(super) fn learn(&mut self, info: PingInfo, from: Nid) {
         let nids: Vec<Nid> = info.statuses().map(|(n, _)| n).collect();
-        let known = self
-            .peers
-            .get(&from)
-            .map(|p| (p.primary, p.nids.clone(), p.multi_rail, p.configured));
+        let known = self.peers.get(&from);
+        let was_mr = known.is_some_and(|p| p.multi_rail);
+        let configured = known.is_some_and(|p| p.configured);
+        let known = known.map(|p| (p.primary, p.nids.clone()));
         let local_off = !self.config.tunables.discovery();
         let remote_off = !info.features.contains(Features::DISCOVERY);
         let says_mr = info.features.contains(Features::MULTI_RAIL);
-        let was_mr = known.as_ref().is_some_and(|k| k.2);
-        let configured = known.as_ref().is_some_and(|k| k.3);
         let mr = match (says_mr, was_mr) {
             (true, true) => true,
             (true, false) => {
@@ -145,13 +143,12 @@ impl LnetActor {
             }
             (false, false) => false,
         };
-        let (primary, nids) = match known {
-            Some((primary, _, _, _)) if mr && !local_off && !remote_off && !nids.is_empty() => {
-                (nids.first().copied().unwrap_or(primary), nids)
-            }
-            None if mr && !nids.is_empty() => (nids.first().copied().unwrap_or(from), nids),
-            Some((primary, known_nids, _, _)) => (primary, known_nids),
-            None => (from, vec![from]),
+        // `mr` for a new peer already means discovery is on at both ends.
+        let merge = mr && !local_off && !remote_off;
+        let (primary, nids) = match (nids.first().copied(), known) {
+            (Some(first), _) if merge => (first, nids),
+            (_, Some(known)) => known,
+            (_, None) => (from, vec![from]),
         };
         self.set_peer(primary, nids, mr, false);
         let down: HashSet<Nid> = info

@@ -109,6 +109,11 @@ fn a_buffer_is_handed_out_again_only_once_nothing_holds_it() {
         (again.as_ptr() as usize, again.len(), again.capacity()),
         (addr, 0, 4096)
     );
+    // Memory of no buffer given back changes nothing.
+    let other = [0u8; 64];
+    m.give_back(other.as_ptr() as usize);
+    m.give_back(addr + 4096);
+    assert!(m.take().is_none());
     // B dropped elsewhere, never given back: found all the same.
     let b_addr = b.as_ptr() as usize;
     drop(b);
