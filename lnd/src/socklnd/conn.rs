@@ -449,9 +449,9 @@ impl<H: LndHandler> batch::WriteNow for Writer<H> {
 }
 
 impl<H: LndHandler> ConnQueue for Writer<H> {
-    fn push(&self, item: WriteItem) -> bool {
+    fn push(&self, item: WriteItem, keep: usize) -> bool {
         let defer = batch::active();
-        let Some(pushed) = self.outbox.push(item, defer) else {
+        let Some(pushed) = self.outbox.push(item, keep, defer) else {
             return false;
         };
         match pushed {
@@ -468,10 +468,6 @@ impl<H: LndHandler> ConnQueue for Writer<H> {
             }
         }
         true
-    }
-
-    fn room(&self) -> usize {
-        self.outbox.room()
     }
 
     fn close(&self) {

@@ -522,7 +522,7 @@ impl<H: LndHandler> PeerTask<H> {
                     peer: self.id,
                     conns: self.conns.iter().map(|c| (c.ctype, c.version)).collect(),
                     queued: st.queue.len(),
-                    in_flight: st.inflight.len(),
+                    in_flight: st.in_flight(),
                 };
                 drop(st);
                 let _ = reply.send(stats);

@@ -145,11 +145,12 @@ impl Outbox {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues `item`; `defer` says whether the caller can defer a write (then the queue
-    /// counts on it). None when the queue is full or closed (the item is dropped).
-    pub(crate) fn push(&self, item: WriteItem, defer: bool) -> Option<Pushed> {
+    /// Queues `item` if more than `keep` places are left; `defer` says whether the
+    /// caller can defer a write (then the queue counts on it). None when the queue has
+    /// no such room or is closed (the item is dropped).
+    pub(crate) fn push(&self, item: WriteItem, keep: usize, defer: bool) -> Option<Pushed> {
         let mut st = self.lock();
-        if st.closed || st.items.len() >= self.capacity {
+        if st.closed || self.capacity.saturating_sub(st.items.len()) <= keep {
             return None;
         }
         st.items.push_back(item);
@@ -160,11 +161,6 @@ impl Outbox {
             st.deferred = true;
         }
         Some(Pushed::Idle)
-    }
-
-    /// Places left.
-    pub(crate) fn room(&self) -> usize {
-        self.capacity.saturating_sub(self.lock().items.len())
     }
 
     /// Closes the queue: what it holds is dropped and the writer task stops.
@@ -312,16 +308,16 @@ mod tests {
     #[test]
     fn one_writer_at_a_time_and_frames_queued_meanwhile_stay_for_it() {
         let q = Outbox::new(4);
-        assert!(matches!(q.push(lnet(1, 0), true), Some(Pushed::Idle)));
+        assert!(matches!(q.push(lnet(1, 0), 0, true), Some(Pushed::Idle)));
         // Already noted for a deferred write: the second push counts on it.
-        assert!(matches!(q.push(lnet(2, 0), true), Some(Pushed::Queued)));
+        assert!(matches!(q.push(lnet(2, 0), 0, true), Some(Pushed::Queued)));
         let mut batch = Vec::new();
         assert!(q.take_now(&mut batch, 4096));
         assert_eq!(batch.len(), 2);
         // The turn is held: the writer task waits, a new frame is queued for the holder.
         let mut other = Vec::new();
         assert!(matches!(q.take_round(&mut other), Round::Wait));
-        assert!(matches!(q.push(noop(), false), Some(Pushed::Queued)));
+        assert!(matches!(q.push(noop(), 0, false), Some(Pushed::Queued)));
         assert!(
             q.release(None, None),
             "the frame queued meanwhile is left to do"
@@ -334,7 +330,7 @@ mod tests {
     #[test]
     fn a_write_cut_short_goes_to_the_writer_task_first() {
         let q = Outbox::new(4);
-        let _ = q.push(lnet(1, 0), true);
+        let _ = q.push(lnet(1, 0), 0, true);
         let mut batch = Vec::new();
         assert!(q.take_now(&mut batch, 4096));
         // Two frames of 5 and 1 bytes.
@@ -345,7 +341,7 @@ mod tests {
         let rest = out.split_off_rest(2);
         assert_eq!(rest.bytes, vec![3, 4, 5, 6]);
         assert_eq!(rest.ends, vec![(1, 3), (2, 4)]);
-        let _ = q.push(lnet(3, 0), false);
+        let _ = q.push(lnet(3, 0), 0, false);
         assert!(q.release(Some(rest), None));
         // Nobody but the writer task writes until the rest is out.
         assert!(!q.take_now(&mut Vec::new(), 4096));
@@ -383,12 +379,12 @@ mod tests {
     #[test]
     fn large_payloads_and_failures_are_for_the_writer_task() {
         let q = Outbox::new(4);
-        let _ = q.push(lnet(1, 8192), true);
+        let _ = q.push(lnet(1, 8192), 0, true);
         let mut batch = Vec::new();
         assert!(!q.take_now(&mut batch, 4096));
         assert!(matches!(q.take_round(&mut batch), Round::Items));
         assert!(!q.release(None, None));
-        let _ = q.push(lnet(2, 0), true);
+        let _ = q.push(lnet(2, 0), 0, true);
         assert!(q.take_now(&mut Vec::new(), 4096));
         assert!(q.release(None, Some(ConnEnd::WriteStalled)));
         assert!(matches!(
@@ -399,12 +395,15 @@ mod tests {
 
     #[test]
     fn a_full_or_closed_queue_gives_the_frame_back() {
-        let q = Outbox::new(1);
-        assert!(q.push(noop(), false).is_some());
-        assert_eq!(q.room(), 0);
-        assert!(q.push(noop(), false).is_none());
+        let q = Outbox::new(3);
+        assert!(q.push(noop(), 1, false).is_some());
+        assert!(q.push(noop(), 1, false).is_some());
+        // One place left: kept for whoever may use it.
+        assert!(q.push(noop(), 1, false).is_none());
+        assert!(q.push(noop(), 0, false).is_some());
+        assert!(q.push(noop(), 0, false).is_none());
         q.close();
-        assert!(q.push(noop(), false).is_none());
+        assert!(q.push(noop(), 0, false).is_none());
         assert!(matches!(q.take_round(&mut Vec::new()), Round::Stop(None)));
     }
 }

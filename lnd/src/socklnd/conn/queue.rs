@@ -5,11 +5,10 @@ use super::item::WriteItem;
 /// Where the peer's send side queues frames for one connection: the connection's
 /// [`super::outbox::Outbox`], behind its writer.
 pub(crate) trait ConnQueue: Send + Sync {
-    /// Queues `item`, to be written after everything queued before it; false (and the
-    /// item dropped) if the queue is full or the connection closed.
-    fn push(&self, item: WriteItem) -> bool;
-    /// Places left on the queue.
-    fn room(&self) -> usize;
+    /// Queues `item`, to be written after everything queued before it, if the queue has
+    /// more than `keep` places left; false (and the item dropped) if it has not, or the
+    /// connection closed.
+    fn push(&self, item: WriteItem, keep: usize) -> bool;
     /// Stops the connection's writing: nothing queued is written any more.
     fn close(&self);
 }

@@ -79,20 +79,11 @@ impl<H: LndHandler> PeerTask<H> {
         let busy = self.reserved.values().any(|n| *n > 0) || !self.connects.is_empty();
         {
             let mut st = self.tx.lock();
-            st.remove_conn(id);
-            let mut seqs: Vec<u64> = st
-                .inflight
-                .iter()
-                .filter(|(_, inf)| inf.conn == id)
-                .map(|(seq, _)| *seq)
-                .collect();
             // In the order they were handed out, which those sent again keep.
-            seqs.sort_unstable();
+            let inflight = st.remove_conn(id).unwrap_or_default();
             let mut back = Vec::new();
-            for seq in seqs {
-                let Some(inf) = st.inflight.remove(&seq) else {
-                    continue;
-                };
+            for inf in inflight {
+                let seq = inf.seq;
                 if conn.progress.is_done(seq) {
                     done.push((inf.tx, None));
                 } else if stopping {

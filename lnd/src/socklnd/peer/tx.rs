@@ -17,7 +17,6 @@ use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnet::{HeaderForm, Nid, ProcessId};
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -41,10 +40,29 @@ pub(crate) const NOOP_ROOM: usize = 16;
 
 /// A send handed to a connection's writer and not yet completed.
 pub(crate) struct Inflight {
+    /// The peer's send number.
+    pub(crate) seq: u64,
     pub(crate) tx: TxRequest,
     pub(crate) since: Instant,
-    pub(crate) conn: u64,
     pub(crate) frame_len: usize,
+}
+
+/// An established connection as the send side uses it: its writer's queue and the sends
+/// handed to it, in the order the writer writes them (so that a round written whole
+/// completes from the front, without a search).
+struct Link {
+    id: u64,
+    writer: Arc<dyn ConnQueue>,
+    inflight: VecDeque<Inflight>,
+}
+
+/// Takes send `seq` out of `inflight`: the oldest, unless sends complete out of order.
+fn take(inflight: &mut VecDeque<Inflight>, seq: u64) -> Option<Inflight> {
+    if inflight.front().is_some_and(|f| f.seq == seq) {
+        return inflight.pop_front();
+    }
+    let i = inflight.iter().position(|f| f.seq == seq)?;
+    inflight.remove(i)
 }
 
 /// What [`PeerTx::try_send`] did with a send.
@@ -62,14 +80,11 @@ pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
 
 /// The send state behind the lock.
 pub(crate) struct TxState {
-    /// The queue of each established connection, in the order of `cands`.
-    writers: Vec<(u64, Arc<dyn ConnQueue>)>,
+    /// Each established connection, in the order of `cands`.
+    links: Vec<Link>,
     /// Each established connection as placement sees it.
     pub(crate) cands: Vec<Candidate>,
     pub(crate) queue: VecDeque<Queued>,
-    /// By send number (a hash map: sends complete in about the order they were handed
-    /// out, which would make a B-tree shift its nodes on every removal).
-    pub(crate) inflight: FxHashMap<u64, Inflight>,
     next_seq: u64,
     use_clock: u64,
     /// ZC-ACKs waiting for room on a writer.
@@ -97,10 +112,9 @@ impl PeerTx {
     pub(crate) fn new(min_bulk: usize, queue_limit: usize) -> PeerTx {
         PeerTx {
             state: Mutex::new(TxState {
-                writers: Vec::new(),
+                links: Vec::new(),
                 cands: Vec::new(),
                 queue: VecDeque::new(),
-                inflight: FxHashMap::default(),
                 next_seq: 1,
                 use_clock: 0,
                 pending_noops: VecDeque::new(),
@@ -146,11 +160,19 @@ impl PeerTx {
             st.senders_waiting = true;
             return Pushed::Full(tx);
         }
+        let since = crate::socklnd::conn::batch::now();
         let was_empty = st.queue.is_empty();
-        st.queue.push_back(Queued {
-            tx,
-            since: crate::socklnd::conn::batch::now(),
-        });
+        // Nothing waits before it: straight onto a connection with room, if there is one.
+        st.flush_noops(self.min_bulk);
+        let tx = if was_empty {
+            match self.place(&mut st, tx, since) {
+                Ok(()) => return Pushed::Taken,
+                Err(tx) => tx,
+            }
+        } else {
+            tx
+        };
+        st.queue.push_back(Queued { tx, since });
         self.dispatch(&mut st);
         // The task times out the queue and opens connections: it hears of a queue that
         // stopped being empty.
@@ -167,15 +189,18 @@ impl PeerTx {
     pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Done {
         let mut done = Done::with_capacity(seqs.len());
         let mut st = self.lock();
-        let pos = st.writers.iter().position(|(id, _)| *id == conn);
-        for seq in seqs {
-            let Some(inf) = st.inflight.remove(seq) else {
-                continue;
-            };
-            if let Some(c) = pos.and_then(|i| st.cands.get_mut(i)) {
-                c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
+        let TxState { links, cands, .. } = &mut *st;
+        // A connection already closed had its sends settled when it closed.
+        if let Some(i) = links.iter().position(|l| l.id == conn) {
+            if let (Some(link), Some(c)) = (links.get_mut(i), cands.get_mut(i)) {
+                for seq in seqs {
+                    let Some(inf) = take(&mut link.inflight, *seq) else {
+                        continue;
+                    };
+                    c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
+                    done.push((inf.tx, None));
+                }
             }
-            done.push((inf.tx, None));
         }
         self.dispatch(&mut st);
         let senders = st.senders_waiting && st.queue.len() < self.queue_limit;
@@ -210,81 +235,87 @@ impl PeerTx {
     /// Moves queued sends onto connections while their writers have room.
     fn dispatch(&self, st: &mut TxState) {
         st.flush_noops(self.min_bulk);
-        while let Some(head) = st.queue.front() {
-            let frame_len = lnet_frame_len(HeaderForm::Nid4, head.tx.payload.len());
-            let traffic = Traffic::Lnet { frame_len };
-            let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
-                break;
-            };
-            let Some((conn, writer)) = st.writers.get(i) else {
-                break;
-            };
-            if writer.room() <= NOOP_ROOM {
+        while let Some(q) = st.queue.pop_front() {
+            if let Err(tx) = self.place(st, q.tx, q.since) {
+                st.queue.push_front(Queued { tx, since: q.since });
                 break;
             }
-            let conn = *conn;
-            let seq = st.next_seq;
-            let item = WriteItem::Lnet {
-                seq,
-                header: head.tx.header,
-                payload: head.tx.payload.clone(),
-            };
-            if !writer.push(item) {
-                break;
-            }
-            let Some(q) = st.queue.pop_front() else {
-                break;
-            };
-            st.next_seq += 1;
-            st.use_clock += 1;
-            let clock = st.use_clock;
-            if let Some(c) = st.cands.get_mut(i) {
-                c.queued_bytes += frame_len;
-                c.last_used = clock;
-            }
-            st.inflight.insert(
-                seq,
-                Inflight {
-                    tx: q.tx,
-                    since: q.since,
-                    conn,
-                    frame_len,
-                },
-            );
         }
+    }
+
+    /// Hands `tx` to the connection placement picks, if its writer has room; gives it
+    /// back if not.
+    fn place(&self, st: &mut TxState, tx: TxRequest, since: Instant) -> Result<(), TxRequest> {
+        let frame_len = lnet_frame_len(HeaderForm::Nid4, tx.payload.len());
+        let traffic = Traffic::Lnet { frame_len };
+        let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
+            return Err(tx);
+        };
+        let seq = st.next_seq;
+        let item = WriteItem::Lnet {
+            seq,
+            header: tx.header,
+            payload: tx.payload.clone(),
+        };
+        // LNET frames leave room on the writer's queue for NOOPs.
+        let TxState { links, cands, .. } = st;
+        let (Some(link), Some(c)) = (links.get_mut(i), cands.get_mut(i)) else {
+            return Err(tx);
+        };
+        if !link.writer.push(item, NOOP_ROOM) {
+            return Err(tx);
+        }
+        st.next_seq += 1;
+        st.use_clock += 1;
+        c.queued_bytes += frame_len;
+        c.last_used = st.use_clock;
+        link.inflight.push_back(Inflight {
+            seq,
+            tx,
+            since,
+            frame_len,
+        });
+        Ok(())
     }
 }
 
 impl TxState {
     /// Starts using connection `id`'s writer.
     pub(crate) fn add_conn(&mut self, id: u64, writer: Arc<dyn ConnQueue>, cand: Candidate) {
-        self.writers.push((id, writer));
+        self.links.push(Link {
+            id,
+            writer,
+            inflight: VecDeque::new(),
+        });
         self.cands.push(cand);
     }
 
-    /// Stops using connection `id`'s writer, which writes nothing more; whether it was
-    /// in use.
-    pub(crate) fn remove_conn(&mut self, id: u64) -> bool {
-        let Some(pos) = self.writers.iter().position(|(c, _)| *c == id) else {
-            return false;
-        };
-        let (_, writer) = self.writers.remove(pos);
-        writer.close();
+    /// Stops using connection `id`'s writer, which writes nothing more; the sends handed
+    /// to it and not completed, oldest first (`None`: it was not in use).
+    pub(crate) fn remove_conn(&mut self, id: u64) -> Option<VecDeque<Inflight>> {
+        let pos = self.links.iter().position(|l| l.id == id)?;
+        let link = self.links.remove(pos);
+        link.writer.close();
         self.cands.remove(pos);
-        true
+        Some(link.inflight)
     }
 
     /// Whether no connection is in use.
     pub(crate) fn has_no_conn(&self) -> bool {
-        self.writers.is_empty()
+        self.links.is_empty()
+    }
+
+    /// Sends handed to connections and not yet completed.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.links.iter().map(|l| l.inflight.len()).sum()
     }
 
     /// Queues `item` on the connection at placement index `i`; whether it was taken.
     pub(crate) fn try_write(&mut self, i: usize, item: WriteItem) -> bool {
-        let Some((_, writer)) = self.writers.get(i) else {
+        let Some(link) = self.links.get(i) else {
             return false;
         };
-        if !writer.push(item) {
+        if !link.writer.push(item, 0) {
             return false;
         }
         self.use_clock += 1;
@@ -345,5 +376,52 @@ fn complete<H: LndHandler>(
 pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
         complete(handler, ni, peer, tx, failure);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lnd::TxId;
+    use bytes::Bytes;
+
+    fn inflight(seq: u64) -> Inflight {
+        let nid: Nid = "10.0.0.1@tcp".parse().expect("nid");
+        Inflight {
+            seq,
+            tx: TxRequest {
+                id: TxId(seq),
+                peer: nid,
+                header: lnet::Header {
+                    dest_nid: nid,
+                    src_nid: nid,
+                    dest_pid: lnet::nid::PID_LUSTRE,
+                    src_pid: lnet::nid::PID_LUSTRE,
+                    payload_length: 0,
+                    msg: lnet::Message::Ack {
+                        dst_wmd: lnet::WireHandle {
+                            interface_cookie: 1,
+                            object_cookie: 2,
+                        },
+                        match_bits: 3,
+                        mlength: 0,
+                    },
+                },
+                payload: Bytes::new(),
+            },
+            since: Instant::now(),
+            frame_len: 0,
+        }
+    }
+
+    #[test]
+    fn sends_complete_from_the_front_or_wherever_they_are() {
+        let mut q: VecDeque<Inflight> = (1..=4).map(inflight).collect();
+        assert_eq!(take(&mut q, 1).map(|f| f.seq), Some(1));
+        assert_eq!(take(&mut q, 3).map(|f| f.seq), Some(3));
+        assert!(take(&mut q, 3).is_none());
+        assert!(take(&mut q, 9).is_none());
+        let left: Vec<u64> = q.iter().map(|f| f.seq).collect();
+        assert_eq!(left, [2, 4]);
     }
 }
