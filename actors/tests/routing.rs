@@ -620,12 +620,13 @@ async fn forwarded_messages_at_full_health_take_the_forwarding_path_and_no_actor
         assert_eq!(b_ni.tx_credits, i32::try_from(b_ni.max_tx_credits).unwrap());
         assert!(b_ni.stats.sent.put >= 21, "{:?}", b_ni.stats);
         assert!(b_ni.last_alive.is_some());
-        // `stats show` counts the path's forwards among the messages: none left now, and
-        // the high-water mark went up with them.
+        // `stats show` counts the path's forwards among the messages: none left now. The
+        // high-water mark sums each shard's (the kernel's per CPT), a shard per next hop:
+        // with one PUT and then its ACK under way at a time, at least one each.
         let stats = t.r1.stats_show().await.unwrap();
         assert_eq!(stats.msgs_alloc, 0, "{stats:?}");
         assert!(
-            stats.msgs_max > stats_before.msgs_max,
+            stats.msgs_max >= stats_before.msgs_max.max(2),
             "{stats_before:?} -> {stats:?}"
         );
     })

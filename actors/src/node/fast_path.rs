@@ -32,7 +32,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -51,10 +51,11 @@ use crate::ni::{refusal_status, CreditBack, LocalNiActor, PeerNiActor};
 use crate::ni_cell::{tx_bytes, NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
-/// The top bit of a [`TxId`] the forwarding path made (the LNet actor's ids never
-/// reach it).
-const FAST_TX: u64 = 1 << 63;
-/// Shards of the table of messages in flight.
+mod in_flight;
+
+use in_flight::{InFlightTable, FAST_TX};
+
+/// Shards of the maps by NID.
 const SHARDS: usize = 16;
 
 /// A local NI as the forwarding path reaches it.
@@ -118,7 +119,7 @@ pub(crate) struct Adopted {
 }
 
 /// A message charged to its next hop, for its LND.
-struct PathSend {
+pub(crate) struct PathSend {
     tx: TxRequest,
     ni: Nid,
     driver: Arc<dyn Driver>,
@@ -181,24 +182,8 @@ pub(crate) struct ForwardPath {
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
     pub(crate) counts: PathCounts,
-    /// Keyed by the path's own ids (a counter): a fast hash does.
-    in_flight: Vec<Mutex<InFlightShard>>,
-    next_tx: AtomicU64,
+    in_flight: InFlightTable<InFlight>,
     adopt: mpsc::UnboundedSender<Adopted>,
-}
-
-/// One shard of the forwards under way, with the most it has held at once.
-#[derive(Default)]
-struct InFlightShard {
-    map: FxHashMap<TxId, InFlight>,
-    max: usize,
-}
-
-impl InFlightShard {
-    fn insert(&mut self, id: TxId, f: InFlight) {
-        self.map.insert(id, f);
-        self.max = self.max.max(self.map.len());
-    }
 }
 
 impl std::fmt::Debug for ForwardPath {
@@ -235,19 +220,9 @@ impl ForwardPath {
             faults,
             clock,
             counts: PathCounts::default(),
-            in_flight: (0..SHARDS)
-                .map(|_| Mutex::new(InFlightShard::default()))
-                .collect(),
-            next_tx: AtomicU64::new(0),
+            in_flight: InFlightTable::new(),
             adopt,
         }
-    }
-
-    fn shard(&self, id: TxId) -> Option<MutexGuard<'_, InFlightShard>> {
-        let i = usize::try_from(id.0 % SHARDS as u64).unwrap_or(0);
-        self.in_flight
-            .get(i)
-            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
@@ -313,19 +288,13 @@ impl ForwardPath {
 
     /// Messages the path handed to an LND whose send has not completed.
     pub(crate) fn in_flight(&self) -> usize {
-        self.in_flight
-            .iter()
-            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).map.len())
-            .sum()
+        self.in_flight.len()
     }
 
     /// The most forwards each shard has held at once, summed (as the kernel sums the
     /// per-CPT high-water marks into `msgs_max`).
     pub(crate) fn in_flight_max(&self) -> usize {
-        self.in_flight
-            .iter()
-            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner).max)
-            .sum()
+        self.in_flight.max()
     }
 
     /// `counters` (the LNet actor's) with the path's own added.
@@ -355,16 +324,35 @@ impl ForwardPath {
     }
 
     /// Forwards `msg`, which holds router buffer `ticket`, if the path can take it as it
-    /// is; otherwise gives both back for the actor's path.
-    pub(crate) async fn forward(
+    /// is; otherwise gives both back for the actor's path. Never waits: a send its LND
+    /// would make wait comes back (`Ok(Some)`), for the caller to finish with
+    /// [`ForwardPath::send`].
+    pub(crate) fn forward(
         self: &Arc<Self>,
         msg: RxMessage,
         ticket: Ticket,
-    ) -> Result<(), (RxMessage, Ticket)> {
+    ) -> Result<Option<PathSend>, (RxMessage, Ticket)> {
         let Some(c) = self.charge(&msg) else {
             return Err((msg, ticket));
         };
-        let id = TxId(FAST_TX | self.next_tx.fetch_add(1, Relaxed));
+        let flight = InFlight {
+            header: msg.header,
+            payload: msg.payload.clone(),
+            ticket,
+            received_at: c.now,
+            out: Arc::clone(&c.out),
+            to: Arc::clone(&c.to),
+        };
+        // Kept by the next hop: one peer's sends in one shard.
+        let id = match self.in_flight.insert(u64::from(c.peer.nidhash()), flight) {
+            Ok(id) => id,
+            Err(f) => {
+                // Every slot of the shard taken (2^32 sends under way): the local NI credit
+                // goes back and the actors take the message (counted again by them).
+                give_back(&c.out.cell, &c.out.addr);
+                return Err((msg, f.ticket));
+            }
+        };
         // The header as it came, but for the destination of a Multi-Rail final hop; the
         // message kept for the actors is as it came, for them to decide again.
         let mut header = msg.header;
@@ -375,34 +363,18 @@ impl ForwardPath {
                 id,
                 peer: c.peer,
                 header,
-                payload: msg.payload.clone(),
+                payload: msg.payload,
             },
             ni: c.ni,
             driver: Arc::clone(&c.out.driver),
         };
-        let flight = InFlight {
-            header: msg.header,
-            payload: msg.payload,
-            ticket,
-            received_at: c.now,
-            out: Arc::clone(&c.out),
-            to: Arc::clone(&c.to),
-        };
-        if let Some(mut s) = self.shard(id) {
-            s.insert(id, flight);
-        }
         let path = Arc::clone(self);
         c.to.cell.queued_bytes(bytes);
         let now = c.to.cell.take_or_queue(send, move |send| {
             path.counts.waited.fetch_add(1, Relaxed);
             Waiter::Path(Box::new(move || path.resume(send)))
         });
-        if let Some(send) = now {
-            if let Some(send) = self.try_send(send) {
-                self.send(send).await;
-            }
-        }
-        Ok(())
+        Ok(now.and_then(|send| self.try_send(send)))
     }
 
     /// Sends a message that waited for its peer NI credit, from the completion that gave
@@ -447,7 +419,7 @@ impl ForwardPath {
 
     /// Hands a charged message to its LND, waiting if it must; a refusal completes it at
     /// once.
-    async fn send(&self, send: PathSend) {
+    pub(crate) async fn send(&self, send: PathSend) {
         let PathSend { tx, ni, driver } = send;
         let (id, peer) = (tx.id, tx.peer);
         if let Err(e) = driver.send(tx).await {
@@ -559,40 +531,52 @@ impl ForwardPath {
     /// A send of the path completed: finished in place when it went well at full
     /// health, else handed to the LNet actor.
     pub(crate) fn complete(&self, done: TxCompletion) {
-        let Some(f) = self.shard(done.id).and_then(|mut s| s.map.remove(&done.id)) else {
+        let Some(f) = self.in_flight.remove(done.id) else {
             return;
         };
         let well =
             done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
         if !well {
-            self.counts.adopted.fetch_add(1, Relaxed);
-            let adopted = Adopted {
-                done,
-                header: f.header,
-                payload: f.payload,
-                ticket: f.ticket,
-                received_at: f.received_at,
-            };
-            if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
-                // The node is gone: nothing will resend it.
-                self.pools.release(a.ticket);
-            }
+            self.hand_over(done, f);
             return;
         }
         f.to.cell.sent_bytes(tx_bytes(&f.header));
-        match f.to.cell.give_back() {
-            Some(Waiter::Actor) => f.to.addr.do_send(CreditBack),
-            Some(Waiter::Path(go)) => go(),
-            None => {}
-        }
-        match f.out.cell.give_back() {
-            Some(Waiter::Actor) => f.out.addr.do_send(CreditBack),
-            Some(Waiter::Path(go)) => go(),
-            None => {}
-        }
+        give_back(&f.to.cell, &f.to.addr);
+        give_back(&f.out.cell, &f.out.addr);
         self.counts.route_count.fetch_add(1, Relaxed);
         let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
         self.counts.route_length.fetch_add(len, Relaxed);
         self.pools.release_with(f.ticket, f.payload);
+    }
+
+    /// Hands a send of the path that did not go well at full health to the LNet actor,
+    /// which finishes it (health, resend or drop).
+    fn hand_over(&self, done: TxCompletion, f: InFlight) {
+        self.counts.adopted.fetch_add(1, Relaxed);
+        let adopted = Adopted {
+            done,
+            header: f.header,
+            payload: f.payload,
+            ticket: f.ticket,
+            received_at: f.received_at,
+        };
+        if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
+            // The node is gone: nothing will resend it.
+            self.pools.release(a.ticket);
+        }
+    }
+}
+
+/// Gives a tx credit of `cell` back, letting go the waiter it is owed to, if any: the
+/// owning actor (at `addr`) is told, a send of the path goes on.
+fn give_back<A>(cell: &NiCell, addr: &Addr<A>)
+where
+    A: Actor + Handler<CreditBack>,
+    A::Context: actix::dev::ToEnvelope<A, CreditBack>,
+{
+    match cell.give_back() {
+        Some(Waiter::Actor) => addr.do_send(CreditBack),
+        Some(Waiter::Path(go)) => go(),
+        None => {}
     }
 }

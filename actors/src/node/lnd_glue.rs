@@ -124,8 +124,9 @@ impl LndHandler for NodeHandler {
             pending.get_mut(&key).and_then(Vec::pop)
         });
         let inbound = match ticket {
-            Some(t) => match self.path.forward(msg, t).await {
-                Ok(()) => return,
+            Some(t) => match self.path.forward(msg, t) {
+                Ok(None) => return,
+                Ok(Some(waits)) => return self.path.send(waits).await,
                 Err((msg, t)) => Inbound::Message(msg, Some(t)),
             },
             None => Inbound::Message(msg, None),

@@ -1,0 +1,178 @@
+//! The forwarding path's sends under way, by the id each was given.
+//!
+//! An id names where its send is kept: a shard (one short lock each) and a slot in that
+//! shard's slab, plus the slot's turn, so that a completion finds its send without
+//! hashing and an id whose slot was used again since finds nothing. The caller picks the
+//! shard (by the next hop, so that one peer's sends stay in one shard); free slots are
+//! used again first, so a shard holds no more slots than it ever had sends at once.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use lnd::TxId;
+
+/// The top bit of an id the forwarding path made (the LNet actor's ids never reach it).
+pub(crate) const FAST_TX: u64 = 1 << 63;
+/// Bits of an id naming its shard (the lowest).
+const SHARD_BITS: u32 = 4;
+/// Shards of the table.
+const SHARDS: usize = 1 << SHARD_BITS;
+/// Bits of an id naming its slot (above the shard's).
+const SLOT_BITS: u32 = 32;
+/// Bits of an id giving its slot's turn (above the slot's, below [`FAST_TX`]).
+const TURN_MASK: u64 = (1 << (63 - SHARD_BITS - SLOT_BITS)) - 1;
+
+/// Sends under way, each of type `T`, in shards.
+pub(crate) struct InFlightTable<T> {
+    shards: Vec<Mutex<Shard<T>>>,
+}
+
+struct Shard<T> {
+    /// Each slot: the id of the send it holds, with the send; `None` when free.
+    slots: Vec<Option<(TxId, T)>>,
+    /// The free slots, the one freed last at the end.
+    free: Vec<u32>,
+    /// Sends held.
+    len: usize,
+    /// The most held at once.
+    max: usize,
+    /// Turns given out: the next id's turn.
+    turns: u64,
+}
+
+impl<T> Default for Shard<T> {
+    fn default() -> Self {
+        Shard {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+            max: 0,
+            turns: 0,
+        }
+    }
+}
+
+impl<T> InFlightTable<T> {
+    /// An empty table.
+    pub(crate) fn new() -> InFlightTable<T> {
+        InFlightTable {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+        }
+    }
+
+    fn lock(&self, shard: usize) -> Option<MutexGuard<'_, Shard<T>>> {
+        self.shards
+            .get(shard)
+            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Keeps `item` in the shard `hint` picks; its id. Gives it back only if that shard
+    /// has every one of its 2^32 slots taken.
+    pub(crate) fn insert(&self, hint: u64, item: T) -> Result<TxId, T> {
+        let shard = usize::try_from(hint % SHARDS as u64).unwrap_or(0);
+        let Some(mut s) = self.lock(shard) else {
+            return Err(item);
+        };
+        let slot = match s.free.pop() {
+            Some(slot) => slot,
+            None => match u32::try_from(s.slots.len()) {
+                Ok(slot) => {
+                    s.slots.push(None);
+                    slot
+                }
+                Err(_) => return Err(item),
+            },
+        };
+        s.turns = s.turns.wrapping_add(1);
+        let id = TxId(
+            FAST_TX
+                | ((s.turns & TURN_MASK) << (SHARD_BITS + SLOT_BITS))
+                | (u64::from(slot) << SHARD_BITS)
+                | shard as u64,
+        );
+        if let Some(entry) = s.slots.get_mut(slot as usize) {
+            *entry = Some((id, item));
+        }
+        s.len += 1;
+        s.max = s.max.max(s.len);
+        Ok(id)
+    }
+
+    /// Takes out the send of id `id`, if it is held.
+    pub(crate) fn remove(&self, id: TxId) -> Option<T> {
+        let shard = usize::try_from(id.0 & (SHARDS as u64 - 1)).unwrap_or(0);
+        let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
+        let mut s = self.lock(shard)?;
+        let entry = s.slots.get_mut(slot as usize)?;
+        if entry.as_ref().is_none_or(|(held, _)| *held != id) {
+            return None;
+        }
+        let (_, item) = entry.take()?;
+        s.free.push(slot);
+        s.len -= 1;
+        Some(item)
+    }
+
+    /// Sends held.
+    pub(crate) fn len(&self) -> usize {
+        (0..SHARDS)
+            .filter_map(|i| self.lock(i).map(|s| s.len))
+            .sum()
+    }
+
+    /// The most each shard held at once, summed (as the kernel sums the per-CPT
+    /// high-water marks into `msgs_max`).
+    pub(crate) fn max(&self) -> usize {
+        (0..SHARDS)
+            .filter_map(|i| self.lock(i).map(|s| s.max))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_is_found_by_its_id_once() {
+        let t = InFlightTable::new();
+        let a = t.insert(3, "a").expect("room");
+        let b = t.insert(3, "b").expect("room");
+        let c = t.insert(20, "c").expect("room");
+        assert!([a, b, c].iter().all(|id| id.0 & FAST_TX != 0));
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.remove(b), Some("b"));
+        assert_eq!(t.remove(b), None);
+        assert_eq!(t.remove(c), Some("c"));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.max(), 3);
+        assert_eq!(t.remove(TxId(FAST_TX | 12345)), None);
+        assert_eq!(t.remove(a), Some("a"));
+        assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn an_id_whose_slot_was_used_again_finds_nothing() {
+        let t = InFlightTable::new();
+        let old = t.insert(0, 1).expect("room");
+        assert_eq!(t.remove(old), Some(1));
+        let new = t.insert(0, 2).expect("room");
+        // The same slot, another turn.
+        assert_ne!(old, new);
+        assert_eq!(t.remove(old), None);
+        assert_eq!(t.remove(new), Some(2));
+    }
+
+    #[test]
+    fn slots_are_used_again_before_the_slab_grows() {
+        let t = InFlightTable::new();
+        let ids: Vec<TxId> = (0..8).map(|i| t.insert(5, i).expect("room")).collect();
+        for id in &ids {
+            assert!(t.remove(*id).is_some());
+        }
+        for i in 0..8 {
+            let _ = t.insert(5, i).expect("room");
+        }
+        let slots = t.lock(5).map_or(0, |s| s.slots.len());
+        assert_eq!(slots, 8);
+    }
+}
