@@ -110,7 +110,6 @@ pub(crate) struct WriterParts<H> {
     pub(crate) tunables: Arc<LiveTunables>,
     pub(crate) handler: Arc<H>,
     pub(crate) nid: lnet::Nid,
-    pub(crate) peer_id: ProcessId,
     pub(crate) peer: mpsc::Sender<PeerCmd>,
     /// The peer's send side (weak: the send side holds this writer's queue).
     pub(crate) tx: Weak<PeerTx>,
@@ -249,12 +248,7 @@ impl<H: LndHandler> Writer<H> {
         };
         let done = tx.written(self.parts.conn, sent);
         sent.clear();
-        tx::complete_all(
-            &*self.parts.handler,
-            self.parts.nid,
-            self.parts.peer_id,
-            done,
-        );
+        tx::complete_written(&*self.parts.handler, self.parts.nid, done);
     }
 
     /// Marks the frames of `out` whose last byte is within the first `written` bytes

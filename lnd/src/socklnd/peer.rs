@@ -417,7 +417,6 @@ impl<H: LndHandler> PeerTask<H> {
                 tunables: self.ni.tunables.clone(),
                 handler: self.ni.handler.clone(),
                 nid: self.ni.me.nid,
-                peer_id: self.id,
                 peer: self.cmd_tx.clone(),
                 tx: Arc::downgrade(&self.tx),
                 progress: progress.clone(),

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::lnd::{LndHandler, TxCompletion, TxRequest};
+use bytes::Bytes;
+
+use crate::lnd::{LndHandler, TxCompletion, TxId, TxRequest};
 use crate::socklnd::conn::item::WriteItem;
 use crate::socklnd::conn::queue::ConnQueue;
 use crate::socklnd::placement::{self, Candidate, Traffic};
@@ -77,6 +79,14 @@ pub(crate) enum Pushed {
 
 /// Sends to complete once the lock is released, with why they failed if they did.
 pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
+
+/// A send written whole, as its completion needs it.
+pub(crate) struct Written {
+    id: TxId,
+    peer: Nid,
+    /// Let go before the completion: the upper layer may use its memory again.
+    payload: Bytes,
+}
 
 /// The send state behind the lock.
 pub(crate) struct TxState {
@@ -166,8 +176,8 @@ impl PeerTx {
         st.flush_noops(self.min_bulk);
         let tx = if was_empty {
             match self.place(&mut st, tx, since) {
-                Ok(()) => return Pushed::Taken,
-                Err(tx) => tx,
+                None => return Pushed::Taken,
+                Some(tx) => tx,
             }
         } else {
             tx
@@ -186,8 +196,8 @@ impl PeerTx {
 
     /// A writer handed `seqs` to TCP whole on connection `conn`: what waits moves on, and
     /// the caller completes the returned sends.
-    pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Done {
-        let mut done = Done::with_capacity(seqs.len());
+    pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Vec<Written> {
+        let mut done = Vec::with_capacity(seqs.len());
         let mut st = self.lock();
         let TxState { links, cands, .. } = &mut *st;
         // A connection already closed had its sends settled when it closed.
@@ -198,7 +208,11 @@ impl PeerTx {
                         continue;
                     };
                     c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
-                    done.push((inf.tx, None));
+                    done.push(Written {
+                        id: inf.tx.id,
+                        peer: inf.tx.peer,
+                        payload: inf.tx.payload,
+                    });
                 }
             }
         }
@@ -236,7 +250,7 @@ impl PeerTx {
     fn dispatch(&self, st: &mut TxState) {
         st.flush_noops(self.min_bulk);
         while let Some(q) = st.queue.pop_front() {
-            if let Err(tx) = self.place(st, q.tx, q.since) {
+            if let Some(tx) = self.place(st, q.tx, q.since) {
                 st.queue.push_front(Queued { tx, since: q.since });
                 break;
             }
@@ -244,12 +258,12 @@ impl PeerTx {
     }
 
     /// Hands `tx` to the connection placement picks, if its writer has room; gives it
-    /// back if not.
-    fn place(&self, st: &mut TxState, tx: TxRequest, since: Instant) -> Result<(), TxRequest> {
+    /// back (`Some`) if not.
+    fn place(&self, st: &mut TxState, tx: TxRequest, since: Instant) -> Option<TxRequest> {
         let frame_len = lnet_frame_len(HeaderForm::Nid4, tx.payload.len());
         let traffic = Traffic::Lnet { frame_len };
         let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
-            return Err(tx);
+            return Some(tx);
         };
         let seq = st.next_seq;
         let item = WriteItem::Lnet {
@@ -260,10 +274,10 @@ impl PeerTx {
         // LNET frames leave room on the writer's queue for NOOPs.
         let TxState { links, cands, .. } = st;
         let (Some(link), Some(c)) = (links.get_mut(i), cands.get_mut(i)) else {
-            return Err(tx);
+            return Some(tx);
         };
         if !link.writer.push(item, NOOP_ROOM) {
-            return Err(tx);
+            return Some(tx);
         }
         st.next_seq += 1;
         st.use_clock += 1;
@@ -275,7 +289,7 @@ impl PeerTx {
             since,
             frame_len,
         });
-        Ok(())
+        None
     }
 }
 
@@ -372,6 +386,21 @@ fn complete<H: LndHandler>(
     });
 }
 
+/// Completes every send of `done` (sent by NI `ni`) OK.
+pub(crate) fn complete_written<H: LndHandler>(handler: &H, ni: Nid, done: Vec<Written>) {
+    for w in done {
+        let Written { id, peer, payload } = w;
+        drop(payload);
+        handler.on_send_complete(TxCompletion {
+            id,
+            ni,
+            peer,
+            status: lnet::health::HealthStatus::Ok,
+            reason: None,
+        });
+    }
+}
+
 /// Completes every send of `done`.
 pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
@@ -382,8 +411,6 @@ pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lnd::TxId;
-    use bytes::Bytes;
 
     fn inflight(seq: u64) -> Inflight {
         let nid: Nid = "10.0.0.1@tcp".parse().expect("nid");
