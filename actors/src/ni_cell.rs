@@ -16,6 +16,12 @@
 //! The count is an atomic, taken without the lock while credits are free; a count that
 //! goes below zero, and the queue behind it, change only under the queue's lock, so a
 //! credit given back always finds the waiter it is owed.
+//!
+//! The cell is laid out by who writes what, each part on cache lines of its own: what
+//! sending to (or through) it changes, written by the threads that forward to it; what
+//! receiving from it changes, written by the thread reading its connection; and what
+//! every decision reads and seldom changes (health, status). A flow in both directions
+//! (PUTs one way, ACKs back) then has no line written by both its threads.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{
@@ -47,29 +53,54 @@ impl std::fmt::Debug for Waiter {
 /// The shared part of one local NI or peer NI. See the module documentation.
 #[derive(Debug)]
 pub struct NiCell {
-    credits: AtomicI32,
-    min: AtomicI32,
-    max: u32,
+    read: Lines<ReadMostly>,
+    send: Lines<SendSide>,
+    recv: Lines<RecvSide>,
     waiting: Mutex<VecDeque<Waiter>>,
+}
+
+/// A part of the cell on cache lines of its own (128 bytes: a line and the one the
+/// hardware fetches with it).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Lines<T>(T);
+
+impl<T> std::ops::Deref for Lines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// What every decision reads and seldom changes.
+#[derive(Debug, Default)]
+struct ReadMostly {
+    max: u32,
     health: AtomicU32,
-    seq: AtomicU64,
-    /// Milliseconds of the node's clock plus one; 0: never.
-    last_alive: AtomicU64,
     /// The cached NI status is DOWN (a peer NI's; see the module documentation).
     down: AtomicBool,
+}
+
+/// What sending to it changes.
+#[derive(Debug, Default)]
+struct SendSide {
+    credits: AtomicI32,
+    min: AtomicI32,
+    seq: AtomicU64,
     /// Bytes of the messages charged to this peer NI's tx credits (sent and not yet
     /// completed, or waiting for a credit), each counted with its header as the kernel's
     /// `lpni_txqnob`.
     tx_bytes: AtomicI64,
-    counts: Counts,
+    send: AtomicU64,
+    sent: [AtomicU64; 5],
 }
 
-/// Messages the forwarding path counted, by kind.
+/// What receiving from it changes.
 #[derive(Debug, Default)]
-struct Counts {
-    send: AtomicU64,
+struct RecvSide {
+    /// Milliseconds of the node's clock plus one; 0: never.
+    last_alive: AtomicU64,
     recv: AtomicU64,
-    sent: [AtomicU64; 5],
     received: [AtomicU64; 5],
 }
 
@@ -101,21 +132,26 @@ impl NiCell {
     pub(crate) fn new(max: u32) -> NiCell {
         let full = i32::try_from(max).unwrap_or(i32::MAX);
         NiCell {
-            credits: AtomicI32::new(full),
-            min: AtomicI32::new(full),
-            max,
+            read: Lines(ReadMostly {
+                max,
+                health: AtomicU32::new(HealthValue::MAX.get()),
+                down: AtomicBool::new(false),
+            }),
+            send: Lines(SendSide {
+                credits: AtomicI32::new(full),
+                min: AtomicI32::new(full),
+                ..SendSide::default()
+            }),
+            recv: Lines(RecvSide::default()),
             waiting: Mutex::new(VecDeque::new()),
-            health: AtomicU32::new(HealthValue::MAX.get()),
-            seq: AtomicU64::new(0),
-            last_alive: AtomicU64::new(0),
-            down: AtomicBool::new(false),
-            tx_bytes: AtomicI64::new(0),
-            counts: Counts::default(),
         }
     }
 
     fn note_min(&self, now: i32) {
-        self.min.fetch_min(now, Relaxed);
+        // Read first: the low-water mark seldom moves.
+        if now < self.send.min.load(Relaxed) {
+            self.send.min.fetch_min(now, Relaxed);
+        }
     }
 
     fn queue(&self) -> MutexGuard<'_, VecDeque<Waiter>> {
@@ -130,7 +166,7 @@ impl NiCell {
             return Some(item);
         }
         let mut waiting = self.queue();
-        let before = self.credits.fetch_sub(1, Relaxed);
+        let before = self.send.credits.fetch_sub(1, Relaxed);
         self.note_min(before.saturating_sub(1));
         if before > 0 {
             return Some(item);
@@ -142,13 +178,15 @@ impl NiCell {
     /// A message of `n` bytes ([`tx_bytes`]) took (or waits for) a tx credit of this
     /// peer NI: they count as queued until [`NiCell::sent_bytes`].
     pub(crate) fn queued_bytes(&self, n: u64) {
-        self.tx_bytes
+        self.send
+            .tx_bytes
             .fetch_add(i64::try_from(n).unwrap_or(i64::MAX), Relaxed);
     }
 
     /// The send of a message of `n` bytes counted by [`NiCell::queued_bytes`] is over.
     pub(crate) fn sent_bytes(&self, n: u64) {
-        self.tx_bytes
+        self.send
+            .tx_bytes
             .fetch_sub(i64::try_from(n).unwrap_or(i64::MAX), Relaxed);
     }
 
@@ -157,12 +195,13 @@ impl NiCell {
     pub fn tx_queued_bytes(&self) -> u64 {
         // A send's bytes are added before it is handed to the LND and taken off at its
         // completion, so the count is never below 0.
-        u64::try_from(self.tx_bytes.load(Relaxed)).unwrap_or(0)
+        u64::try_from(self.send.tx_bytes.load(Relaxed)).unwrap_or(0)
     }
 
     /// Charges a credit only if one is free.
     pub(crate) fn try_take(&self) -> bool {
         let taken = self
+            .send
             .credits
             .fetch_update(Relaxed, Relaxed, |c| (c > 0).then(|| c - 1));
         match taken {
@@ -178,7 +217,7 @@ impl NiCell {
     /// The caller lets it go: tells the actor ([`Waiter::Actor`]) or calls it.
     #[must_use = "a waiter handed the credit must be let go"]
     pub(crate) fn give_back(&self) -> Option<Waiter> {
-        if self.credits.fetch_add(1, Relaxed) >= 0 {
+        if self.send.credits.fetch_add(1, Relaxed) >= 0 {
             return None;
         }
         // The count went below zero under the lock, with its waiter queued before the
@@ -188,59 +227,63 @@ impl NiCell {
 
     /// The credits now (negative: that many messages wait).
     pub fn credits(&self) -> i32 {
-        self.credits.load(Relaxed)
+        self.send.credits.load(Relaxed)
     }
 
     /// The lowest the credits went.
     pub fn min_credits(&self) -> i32 {
-        self.min.load(Relaxed)
+        self.send.min.load(Relaxed)
     }
 
     /// The credits when idle.
     pub fn max_credits(&self) -> u32 {
-        self.max
+        self.read.max
     }
 
     /// The health value (the actor writes it).
     pub fn health(&self) -> HealthValue {
-        HealthValue::clamped(self.health.load(Relaxed))
+        HealthValue::clamped(self.read.health.load(Relaxed))
     }
 
     pub(crate) fn set_health(&self, h: HealthValue) {
-        self.health.store(h.get(), Relaxed);
+        self.read.health.store(h.get(), Relaxed);
     }
 
     /// The round-robin counter.
     pub fn seq(&self) -> u64 {
-        self.seq.load(Relaxed)
+        self.send.seq.load(Relaxed)
     }
 
     /// Counts one pick for round robin.
     pub(crate) fn picked(&self) {
-        self.seq.fetch_add(1, Relaxed);
+        self.send.seq.fetch_add(1, Relaxed);
     }
 
     /// Heard from at `now`: its cached NI status is UP again.
     pub(crate) fn alive_at(&self, now: Millis) {
-        self.last_alive.fetch_max(now.0.saturating_add(1), Relaxed);
+        // Read first: within a millisecond many messages find it already set.
+        let at = now.0.saturating_add(1);
+        if self.recv.last_alive.load(Relaxed) < at {
+            self.recv.last_alive.fetch_max(at, Relaxed);
+        }
         self.set_status_up(true);
     }
 
     /// Sets the cached NI status (UP or DOWN).
     pub(crate) fn set_status_up(&self, up: bool) {
-        if self.down.load(Relaxed) == up {
-            self.down.store(!up, Relaxed);
+        if self.read.down.load(Relaxed) == up {
+            self.read.down.store(!up, Relaxed);
         }
     }
 
     /// Whether the cached NI status is UP.
     pub fn status_up(&self) -> bool {
-        !self.down.load(Relaxed)
+        !self.read.down.load(Relaxed)
     }
 
     /// When last heard from, as far as the forwarding path saw.
     pub fn last_alive(&self) -> Option<Millis> {
-        match self.last_alive.load(Relaxed) {
+        match self.recv.last_alive.load(Relaxed) {
             0 => None,
             n => Some(Millis(n - 1)),
         }
@@ -248,16 +291,16 @@ impl NiCell {
 
     /// Counts a message of type `t` sent.
     pub(crate) fn count_sent(&self, t: MsgType) {
-        self.counts.send.fetch_add(1, Relaxed);
-        if let Some(n) = self.counts.sent.get(type_index(t)) {
+        self.send.send.fetch_add(1, Relaxed);
+        if let Some(n) = self.send.sent.get(type_index(t)) {
             n.fetch_add(1, Relaxed);
         }
     }
 
     /// Counts a message of type `t` received.
     pub(crate) fn count_received(&self, t: MsgType) {
-        self.counts.recv.fetch_add(1, Relaxed);
-        if let Some(n) = self.counts.received.get(type_index(t)) {
+        self.recv.recv.fetch_add(1, Relaxed);
+        if let Some(n) = self.recv.received.get(type_index(t)) {
             n.fetch_add(1, Relaxed);
         }
     }
@@ -266,10 +309,10 @@ impl NiCell {
     pub(crate) fn counts(&self) -> PathCounts {
         let load = |a: &[AtomicU64; 5]| a.each_ref().map(|n| n.load(Relaxed));
         PathCounts {
-            send: self.counts.send.load(Relaxed),
-            recv: self.counts.recv.load(Relaxed),
-            sent: load(&self.counts.sent),
-            received: load(&self.counts.received),
+            send: self.send.send.load(Relaxed),
+            recv: self.recv.recv.load(Relaxed),
+            sent: load(&self.send.sent),
+            received: load(&self.recv.received),
         }
     }
 }

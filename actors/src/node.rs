@@ -87,6 +87,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use actix::prelude::*;
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use lnd::{RxMessage, TxCompletion, TxId};
 use lnet::recovery::{RecoveryConfig, RecoveryKind};
@@ -217,7 +218,7 @@ pub struct LnetActor {
     next_cpt: usize,
     router: Addr<RouterActor>,
     path: Arc<fast_path::ForwardPath>,
-    policy: watch::Sender<RxPolicy>,
+    policy: Arc<ArcSwap<RxPolicy>>,
     routes: Routes,
     /// Traffic the forwarding path heard, for the net check.
     path_heard: publish::PathHeard,
@@ -306,7 +307,7 @@ impl LnetActor {
             local: self.nis.keys().copied().collect(),
             routing: self.config.tunables.routing(),
         };
-        self.policy.send_replace(policy);
+        self.policy.store(Arc::new(policy));
         self.publish_forward();
     }
 

@@ -32,7 +32,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -125,6 +125,17 @@ pub(crate) struct PathSend {
     driver: Arc<dyn Driver>,
 }
 
+/// What [`ForwardPath::forward`] did with a message.
+pub(crate) enum Forward {
+    /// Handed to its LND, or waiting for a peer NI credit (sent when it comes).
+    Sent,
+    /// Charged, but its LND would make it wait: the caller finishes it with
+    /// [`ForwardPath::send`].
+    Waits(PathSend),
+    /// Not for the path: the actors take it.
+    Refused(RxMessage, Ticket),
+}
+
 /// A next hop whose local NI credit is charged.
 struct Charged {
     ni: Nid,
@@ -139,10 +150,6 @@ struct Charged {
 /// Counts of the forwarding path, added to the node's statistics.
 #[derive(Debug, Default)]
 pub(crate) struct PathCounts {
-    /// Messages forwarded and completed OK without an actor.
-    pub(crate) route_count: AtomicU64,
-    /// Their payload bytes.
-    pub(crate) route_length: AtomicU64,
     /// Messages the path sent whose completion went to the actors.
     pub(crate) adopted: AtomicU64,
     /// Messages the LNet actor forwarded from the start.
@@ -172,12 +179,13 @@ pub struct ForwardingCounts {
 pub(crate) struct ForwardPath {
     pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
-    /// there can be many): added one by one, in shards by NID, each behind a lock of its
-    /// own that the path only reads.
-    peer_nis: Vec<RwLock<PeerNiMap>>,
+    /// there can be many): added one by one, in shards by NID, each shard published
+    /// whole (copied on a change), so that the receiving threads read it without a lock
+    /// they would share.
+    peer_nis: Vec<ArcSwap<PeerNiMap>>,
     /// The Multi-Rail peers the forward decision reads, kept as the peer NIs are (a
     /// change costs in the peer's own NIDs, and reaches the path at once).
-    mr_peers: Vec<RwLock<MrPeerMap>>,
+    mr_peers: Vec<ArcSwap<MrPeerMap>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -211,10 +219,10 @@ impl ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
-                .map(|_| RwLock::new(PeerNiMap::default()))
+                .map(|_| ArcSwap::from_pointee(PeerNiMap::default()))
                 .collect(),
             mr_peers: (0..SHARDS)
-                .map(|_| RwLock::new(MrPeerMap::default()))
+                .map(|_| ArcSwap::from_pointee(MrPeerMap::default()))
                 .collect(),
             pools,
             faults,
@@ -225,7 +233,7 @@ impl ForwardPath {
         }
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&ArcSwap<PeerNiMap>> {
         self.peer_nis.get(nid_shard(nid))
     }
 
@@ -236,30 +244,32 @@ impl ForwardPath {
             let Some(shard) = self.mr_peers.get(nid_shard(nid)) else {
                 continue;
             };
-            let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
-            match peer {
-                Some(p) => shard.insert(*nid, Arc::clone(p)),
-                None => shard.remove(nid),
-            };
+            shard.rcu(|map| {
+                let mut map = FxHashMap::clone(map);
+                match peer {
+                    Some(p) => map.insert(*nid, Arc::clone(p)),
+                    None => map.remove(nid),
+                };
+                map
+            });
         }
     }
 
     /// The Multi-Rail peer that has NID `nid`, if any.
     pub(crate) fn mr_peer(&self, nid: &Nid) -> Option<Arc<MrPeer>> {
-        let shard = self.mr_peers.get(nid_shard(nid))?.read();
-        shard
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(nid)
-            .cloned()
+        self.mr_peers.get(nid_shard(nid))?.load().get(nid).cloned()
     }
 
     /// Peer NI `nid` belongs to a known peer: the path may send to it and take
     /// messages from it.
     pub(crate) fn add_peer_ni(&self, nid: Nid, peer_ni: PathPeerNi) {
         if let Some(s) = self.peer_shard(&nid) {
-            s.write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(nid, Arc::new(peer_ni));
+            let peer_ni = Arc::new(peer_ni);
+            s.rcu(|map| {
+                let mut map = FxHashMap::clone(map);
+                map.insert(nid, Arc::clone(&peer_ni));
+                map
+            });
         }
     }
 
@@ -267,9 +277,13 @@ impl ForwardPath {
     /// actor's path (which learns it again if it is heard from).
     pub(crate) fn remove_peer_ni(&self, nid: &Nid) {
         if let Some(s) = self.peer_shard(nid) {
-            s.write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(nid);
+            if s.load().contains_key(nid) {
+                s.rcu(|map| {
+                    let mut map = FxHashMap::clone(map);
+                    map.remove(nid);
+                    map
+                });
+            }
         }
     }
 
@@ -277,13 +291,9 @@ impl ForwardPath {
         self.with_peer_ni(nid, Arc::clone)
     }
 
-    /// `f` of known peer NI `nid`, under its shard's read lock.
+    /// `f` of known peer NI `nid`.
     fn with_peer_ni<R>(&self, nid: &Nid, f: impl FnOnce(&Arc<PathPeerNi>) -> R) -> Option<R> {
-        let shard = self.peer_shard(nid)?.read();
-        shard
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(nid)
-            .map(f)
+        self.peer_shard(nid)?.load().get(nid).map(f)
     }
 
     /// Messages the path handed to an LND whose send has not completed.
@@ -299,19 +309,17 @@ impl ForwardPath {
 
     /// `counters` (the LNet actor's) with the path's own added.
     pub(crate) fn add_counts(&self, counters: &mut std::collections::BTreeMap<&'static str, u64>) {
-        for (name, n) in [
-            ("route_count", &self.counts.route_count),
-            ("route_length", &self.counts.route_length),
-        ] {
+        let (count, length) = self.in_flight.forwarded();
+        for (name, n) in [("route_count", count), ("route_length", length)] {
             let c = counters.entry(name).or_default();
-            *c = c.saturating_add(n.load(Relaxed));
+            *c = c.saturating_add(n);
         }
     }
 
     /// How the forwarded messages went so far.
     pub(crate) fn counts(&self) -> ForwardingCounts {
         ForwardingCounts {
-            fast: self.counts.route_count.load(Relaxed),
+            fast: self.in_flight.forwarded().0,
             handed_over: self.counts.adopted.load(Relaxed),
             by_actor: self.counts.by_actor.load(Relaxed),
             waited: self.counts.waited.load(Relaxed),
@@ -325,15 +333,10 @@ impl ForwardPath {
 
     /// Forwards `msg`, which holds router buffer `ticket`, if the path can take it as it
     /// is; otherwise gives both back for the actor's path. Never waits: a send its LND
-    /// would make wait comes back (`Ok(Some)`), for the caller to finish with
-    /// [`ForwardPath::send`].
-    pub(crate) fn forward(
-        self: &Arc<Self>,
-        msg: RxMessage,
-        ticket: Ticket,
-    ) -> Result<Option<PathSend>, (RxMessage, Ticket)> {
+    /// would make wait comes back, for the caller to finish with [`ForwardPath::send`].
+    pub(crate) fn forward(self: &Arc<Self>, msg: RxMessage, ticket: Ticket) -> Forward {
         let Some(c) = self.charge(&msg) else {
-            return Err((msg, ticket));
+            return Forward::Refused(msg, ticket);
         };
         let flight = InFlight {
             header: msg.header,
@@ -350,7 +353,7 @@ impl ForwardPath {
                 // Every slot of the shard taken (2^32 sends under way): the local NI credit
                 // goes back and the actors take the message (counted again by them).
                 give_back(&c.out.cell, &c.out.addr);
-                return Err((msg, f.ticket));
+                return Forward::Refused(msg, f.ticket);
             }
         };
         // The header as it came, but for the destination of a Multi-Rail final hop; the
@@ -374,7 +377,10 @@ impl ForwardPath {
             path.counts.waited.fetch_add(1, Relaxed);
             Waiter::Path(Box::new(move || path.resume(send)))
         });
-        Ok(now.and_then(|send| self.try_send(send)))
+        match now.and_then(|send| self.try_send(send)) {
+            Some(send) => Forward::Waits(send),
+            None => Forward::Sent,
+        }
     }
 
     /// Sends a message that waited for its peer NI credit, from the completion that gave
@@ -543,9 +549,8 @@ impl ForwardPath {
         f.to.cell.sent_bytes(tx_bytes(&f.header));
         give_back(&f.to.cell, &f.to.addr);
         give_back(&f.out.cell, &f.out.addr);
-        self.counts.route_count.fetch_add(1, Relaxed);
         let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
-        self.counts.route_length.fetch_add(len, Relaxed);
+        self.in_flight.count_forwarded(done.id, len);
         self.pools.release_with(f.ticket, f.payload);
     }
 

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use lnd::{Lnd, RxMessage, TxCompletion};
 use lnet::health::{HealthStatus, HealthValue};
@@ -15,7 +16,7 @@ use lnet::route::RouteSpec;
 use lnet::tunables::Tunables;
 use lnet::udsp::UdspPolicy;
 use lnet::{Features, Message as LnetMsg, Net, Nid, PingInfo, WireHandle, PING_MATCHBITS};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
 use super::config::{NiCredits, NodeConfig};
 use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingReply};
@@ -91,10 +92,10 @@ impl Node {
         let router = RouterActor::new(Arc::clone(&pools)).start();
         let (adopt_tx, adopt_rx) = mpsc::unbounded_channel();
         let path = Arc::new(ForwardPath::new(pools, faults.clone(), clock, adopt_tx));
-        let (policy_tx, policy_rx) = watch::channel(RxPolicy {
+        let policy = Arc::new(ArcSwap::from_pointee(RxPolicy {
             local: rustc_hash::FxHashSet::default(),
             routing: config.tunables.routing(),
-        });
+        }));
         let routes = Routes::new(config.router_check, config.net_check);
         let actor = LnetActor {
             config,
@@ -122,7 +123,7 @@ impl Node {
             next_cpt: 0,
             router,
             path: Arc::clone(&path),
-            policy: policy_tx,
+            policy: Arc::clone(&policy),
             routes,
             path_heard: Default::default(),
             net_credits: HashMap::new(),
@@ -140,7 +141,7 @@ impl Node {
             handler: Arc::new(NodeHandler {
                 completions: ctx_tx,
                 received: rx_tx,
-                policy: policy_rx,
+                policy,
                 pending: (0..ncpts)
                     .map(|_| std::sync::Mutex::new(rustc_hash::FxHashMap::default()))
                     .collect(),

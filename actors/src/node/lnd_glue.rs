@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use actix::prelude::*;
+use arc_swap::ArcSwap;
 use bytes::BytesMut;
 use lnd::{lnd::PeerDown, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
 use lnet::fault::{Direction, FaultVerdict};
 use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
 use rustc_hash::{FxHashMap, FxHashSet};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
-use super::fast_path::{Adopted, ForwardPath};
+use super::fast_path::{Adopted, Forward, ForwardPath};
 use super::LnetActor;
 use crate::fault::FaultRules;
 use crate::router::{Reservation, Ticket};
@@ -31,7 +32,8 @@ type Pending = FxHashMap<(Nid, Nid, PoolKind), Vec<Ticket>>;
 pub struct NodeHandler {
     pub(super) completions: mpsc::Sender<TxCompletion>,
     pub(super) received: mpsc::Sender<Inbound>,
-    pub(super) policy: watch::Receiver<RxPolicy>,
+    /// Read by every receiving thread, each on its own (no lock they share).
+    pub(super) policy: Arc<ArcSwap<RxPolicy>>,
     /// Buffers granted and not yet filled, per CPT of the sending peer.
     pub(super) pending: Vec<Mutex<Pending>>,
     /// The node's fault rules, applied to every message received before LNet processes
@@ -81,7 +83,7 @@ impl LndHandler for NodeHandler {
         let buf =
             || RxDecision::Receive(BytesMut::with_capacity(usize::try_from(len).unwrap_or(0)));
         let forward = {
-            let p = self.policy.borrow();
+            let p = self.policy.load();
             p.routing && !p.local.contains(&rx.header.dest_nid)
         };
         if !forward {
@@ -125,9 +127,9 @@ impl LndHandler for NodeHandler {
         });
         let inbound = match ticket {
             Some(t) => match self.path.forward(msg, t) {
-                Ok(None) => return,
-                Ok(Some(waits)) => return self.path.send(waits).await,
-                Err((msg, t)) => Inbound::Message(msg, Some(t)),
+                Forward::Sent => return,
+                Forward::Waits(send) => return self.path.send(send).await,
+                Forward::Refused(msg, t) => Inbound::Message(msg, Some(t)),
             },
             None => Inbound::Message(msg, None),
         };

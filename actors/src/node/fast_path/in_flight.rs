@@ -5,7 +5,12 @@
 //! hashing and an id whose slot was used again since finds nothing. The caller picks the
 //! shard (by the next hop, so that one peer's sends stay in one shard); free slots are
 //! used again first, so a shard holds no more slots than it ever had sends at once.
+//!
+//! Each shard also counts the sends it held that were forwarded in full (count and
+//! payload bytes), on a cache line of its own: the thread completing a next hop's sends
+//! counts them where no other thread writes.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnd::TxId;
@@ -24,6 +29,15 @@ const TURN_MASK: u64 = (1 << (63 - SHARD_BITS - SLOT_BITS)) - 1;
 /// Sends under way, each of type `T`, in shards.
 pub(crate) struct InFlightTable<T> {
     shards: Vec<Mutex<Shard<T>>>,
+    forwarded: Vec<Forwarded>,
+}
+
+/// Sends of a shard forwarded in full, and their payload bytes.
+#[derive(Default)]
+#[repr(align(128))]
+struct Forwarded {
+    count: AtomicU64,
+    bytes: AtomicU64,
 }
 
 struct Shard<T> {
@@ -56,6 +70,7 @@ impl<T> InFlightTable<T> {
     pub(crate) fn new() -> InFlightTable<T> {
         InFlightTable {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            forwarded: (0..SHARDS).map(|_| Forwarded::default()).collect(),
         }
     }
 
@@ -97,9 +112,27 @@ impl<T> InFlightTable<T> {
         Ok(id)
     }
 
+    /// Counts send `id`, taken out, as forwarded in full with `bytes` of payload.
+    pub(crate) fn count_forwarded(&self, id: TxId, bytes: u64) {
+        if let Some(f) = self.forwarded.get(shard_of(id)) {
+            f.count.fetch_add(1, Relaxed);
+            f.bytes.fetch_add(bytes, Relaxed);
+        }
+    }
+
+    /// Sends forwarded in full, and their payload bytes.
+    pub(crate) fn forwarded(&self) -> (u64, u64) {
+        self.forwarded.iter().fold((0, 0), |(n, b), f| {
+            (
+                n.saturating_add(f.count.load(Relaxed)),
+                b.saturating_add(f.bytes.load(Relaxed)),
+            )
+        })
+    }
+
     /// Takes out the send of id `id`, if it is held.
     pub(crate) fn remove(&self, id: TxId) -> Option<T> {
-        let shard = usize::try_from(id.0 & (SHARDS as u64 - 1)).unwrap_or(0);
+        let shard = shard_of(id);
         let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
         let mut s = self.lock(shard)?;
         let entry = s.slots.get_mut(slot as usize)?;
@@ -128,6 +161,11 @@ impl<T> InFlightTable<T> {
     }
 }
 
+/// The shard an id names.
+fn shard_of(id: TxId) -> usize {
+    usize::try_from(id.0 & (SHARDS as u64 - 1)).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,6 +186,9 @@ mod tests {
         assert_eq!(t.remove(TxId(FAST_TX | 12345)), None);
         assert_eq!(t.remove(a), Some("a"));
         assert_eq!(t.len(), 0);
+        t.count_forwarded(a, 10);
+        t.count_forwarded(c, 5);
+        assert_eq!(t.forwarded(), (2, 15));
     }
 
     #[test]
