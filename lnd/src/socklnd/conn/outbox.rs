@@ -275,10 +275,6 @@ mod tests {
     use super::*;
     use crate::socklnd::wire::KsockHeader;
 
-    fn nid(s: &str) -> lnet::Nid {
-        s.parse().expect("a NID")
-    }
-
     fn noop() -> WriteItem {
         WriteItem::Noop(KsockHeader::keepalive())
     }
@@ -286,21 +282,7 @@ mod tests {
     fn lnet(seq: u64, len: usize) -> WriteItem {
         WriteItem::Lnet {
             seq,
-            header: lnet::Header {
-                dest_nid: nid("192.168.1.1@tcp"),
-                src_nid: nid("192.168.1.2@tcp"),
-                dest_pid: lnet::nid::PID_LUSTRE,
-                src_pid: lnet::nid::PID_LUSTRE,
-                payload_length: u32::try_from(len).unwrap_or(u32::MAX),
-                msg: lnet::Message::Ack {
-                    dst_wmd: lnet::WireHandle {
-                        interface_cookie: 1,
-                        object_cookie: 2,
-                    },
-                    match_bits: 3,
-                    mlength: 0,
-                },
-            },
+            header: crate::socklnd::conn::item::test_header(len),
             payload: bytes::Bytes::from(vec![0u8; len]),
         }
     }

@@ -419,21 +419,7 @@ mod tests {
             tx: TxRequest {
                 id: TxId(seq),
                 peer: nid,
-                header: lnet::Header {
-                    dest_nid: nid,
-                    src_nid: nid,
-                    dest_pid: lnet::nid::PID_LUSTRE,
-                    src_pid: lnet::nid::PID_LUSTRE,
-                    payload_length: 0,
-                    msg: lnet::Message::Ack {
-                        dst_wmd: lnet::WireHandle {
-                            interface_cookie: 1,
-                            object_cookie: 2,
-                        },
-                        match_bits: 3,
-                        mlength: 0,
-                    },
-                },
+                header: crate::socklnd::conn::item::test_header(0),
                 payload: Bytes::new(),
             },
             since: Instant::now(),
