@@ -543,7 +543,18 @@ impl ForwardPath {
         let well =
             done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
         if !well {
-            self.hand_over(done, f);
+            self.counts.adopted.fetch_add(1, Relaxed);
+            let adopted = Adopted {
+                done,
+                header: f.header,
+                payload: f.payload,
+                ticket: f.ticket,
+                received_at: f.received_at,
+            };
+            if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
+                // The node is gone: nothing will resend it.
+                self.pools.release(a.ticket);
+            }
             return;
         }
         f.to.cell.sent_bytes(tx_bytes(&f.header));
@@ -552,23 +563,6 @@ impl ForwardPath {
         let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
         self.in_flight.count_forwarded(done.id, len);
         self.pools.release_with(f.ticket, f.payload);
-    }
-
-    /// Hands a send of the path that did not go well at full health to the LNet actor,
-    /// which finishes it (health, resend or drop).
-    fn hand_over(&self, done: TxCompletion, f: InFlight) {
-        self.counts.adopted.fetch_add(1, Relaxed);
-        let adopted = Adopted {
-            done,
-            header: f.header,
-            payload: f.payload,
-            ticket: f.ticket,
-            received_at: f.received_at,
-        };
-        if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
-            // The node is gone: nothing will resend it.
-            self.pools.release(a.ticket);
-        }
     }
 }
 
