@@ -17,7 +17,7 @@ use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
 use super::peer::cmd::PeerCmd;
 use super::peer::tx::{PeerTx, Pushed};
-use super::peer::{NiShared, Peers, SendSides};
+use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use super::tunables::LiveTunables;
 use crate::counters::LndCounters;
@@ -157,7 +157,6 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
             next_conn: AtomicU64::new(1),
             stop: stop_rx,
             peers: Mutex::new(Peers::default()),
-            sends: SendSides::new(),
             closes: CloseCounters::default(),
             writes: Arc::new(WriteCounters::default()),
         });
@@ -200,7 +199,6 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         let tasks: Vec<JoinHandle<()>> = match self.shared.peers.lock() {
             Ok(mut peers) => {
                 peers.stopped = true;
-                self.shared.sends.clear();
                 std::mem::take(&mut peers.map)
                     .into_values()
                     .map(|e| e.task)
@@ -227,7 +225,6 @@ impl<H: LndHandler> Drop for SockLnd<H> {
         }
         if let Ok(mut peers) = self.shared.peers.lock() {
             peers.stopped = true;
-            self.shared.sends.clear();
             peers.map = FxHashMap::default();
         }
     }

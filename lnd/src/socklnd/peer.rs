@@ -15,7 +15,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use lnet::{HeaderForm, ProcessId};
 use rustc_hash::FxHashMap;
 use tokio::net::TcpStream;
@@ -65,58 +64,9 @@ pub(crate) struct NiShared<H> {
     pub(crate) next_conn: AtomicU64,
     pub(crate) stop: watch::Receiver<bool>,
     pub(crate) peers: Mutex<Peers>,
-    /// The send side of each peer, in shards by NID, each published whole when a peer is
-    /// added (peers stay until the NI stops): a sender finds its peer without the NI's
-    /// lock.
-    pub(crate) sends: SendSides,
     pub(crate) closes: CloseCounters,
     /// Rounds of writes by who wrote them, shared with the connections' writers.
     pub(crate) writes: Arc<WriteCounters>,
-}
-
-/// The send side of each peer of an NI, for senders (see [`NiShared::sends`]).
-pub(crate) struct SendSides {
-    shards: Vec<ArcSwap<FxHashMap<ProcessId, Arc<PeerTx>>>>,
-}
-
-/// Shards of [`SendSides`].
-const SEND_SHARDS: usize = 16;
-
-impl SendSides {
-    /// No peer.
-    pub(crate) fn new() -> SendSides {
-        SendSides {
-            shards: (0..SEND_SHARDS)
-                .map(|_| ArcSwap::from_pointee(FxHashMap::default()))
-                .collect(),
-        }
-    }
-
-    fn shard(&self, id: &ProcessId) -> Option<&ArcSwap<FxHashMap<ProcessId, Arc<PeerTx>>>> {
-        self.shards
-            .get(usize::try_from(id.nid.nidhash()).unwrap_or(0) % SEND_SHARDS)
-    }
-
-    fn get(&self, id: &ProcessId) -> Option<Arc<PeerTx>> {
-        self.shard(id)?.load().get(id).cloned()
-    }
-
-    fn add(&self, id: ProcessId, tx: &Arc<PeerTx>) {
-        if let Some(s) = self.shard(&id) {
-            s.rcu(|map| {
-                let mut map = FxHashMap::clone(map);
-                map.insert(id, Arc::clone(tx));
-                map
-            });
-        }
-    }
-
-    /// Forgets every peer (the NI stops).
-    pub(crate) fn clear(&self) {
-        for s in &self.shards {
-            s.store(Arc::default());
-        }
-    }
 }
 
 /// The peers of an NI.
@@ -144,11 +94,6 @@ impl<H: LndHandler> NiShared<H> {
     /// The send side of peer `id`, its task started if there is none; `None` once the NI
     /// is stopping.
     pub(crate) fn peer_tx(self: &Arc<Self>, id: ProcessId) -> Option<Arc<PeerTx>> {
-        // A peer stays until the NI stops, which forgets them all: found here, it is
-        // running (a send racing the stop finds its send side stopped, as before).
-        if let Some(tx) = self.sends.get(&id) {
-            return Some(tx);
-        }
         {
             let peers = self.peers.lock().ok()?;
             if peers.stopped {
@@ -189,8 +134,6 @@ impl<H: LndHandler> NiShared<H> {
                 task: join,
             },
         );
-        // Under the NI's lock: a stop that clears the send sides comes after.
-        self.sends.add(id, &tx);
         Some(PeerHandle { cmd: cmd_tx, tx })
     }
 }
