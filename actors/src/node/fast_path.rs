@@ -32,7 +32,7 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
@@ -179,13 +179,12 @@ pub struct ForwardingCounts {
 pub(crate) struct ForwardPath {
     pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
-    /// there can be many): added one by one, in shards by NID, each shard published
-    /// whole (copied on a change), so that the receiving threads read it without a lock
-    /// they would share.
-    peer_nis: Vec<ArcSwap<PeerNiMap>>,
+    /// there can be many): added one by one, in shards by NID, each behind a lock of its
+    /// own that the path only reads.
+    peer_nis: Vec<RwLock<PeerNiMap>>,
     /// The Multi-Rail peers the forward decision reads, kept as the peer NIs are (a
     /// change costs in the peer's own NIDs, and reaches the path at once).
-    mr_peers: Vec<ArcSwap<MrPeerMap>>,
+    mr_peers: Vec<RwLock<MrPeerMap>>,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -219,10 +218,10 @@ impl ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
-                .map(|_| ArcSwap::from_pointee(PeerNiMap::default()))
+                .map(|_| RwLock::new(PeerNiMap::default()))
                 .collect(),
             mr_peers: (0..SHARDS)
-                .map(|_| ArcSwap::from_pointee(MrPeerMap::default()))
+                .map(|_| RwLock::new(MrPeerMap::default()))
                 .collect(),
             pools,
             faults,
@@ -233,7 +232,7 @@ impl ForwardPath {
         }
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&ArcSwap<PeerNiMap>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
         self.peer_nis.get(nid_shard(nid))
     }
 
@@ -244,32 +243,30 @@ impl ForwardPath {
             let Some(shard) = self.mr_peers.get(nid_shard(nid)) else {
                 continue;
             };
-            shard.rcu(|map| {
-                let mut map = FxHashMap::clone(map);
-                match peer {
-                    Some(p) => map.insert(*nid, Arc::clone(p)),
-                    None => map.remove(nid),
-                };
-                map
-            });
+            let mut shard = shard.write().unwrap_or_else(PoisonError::into_inner);
+            match peer {
+                Some(p) => shard.insert(*nid, Arc::clone(p)),
+                None => shard.remove(nid),
+            };
         }
     }
 
     /// The Multi-Rail peer that has NID `nid`, if any.
     pub(crate) fn mr_peer(&self, nid: &Nid) -> Option<Arc<MrPeer>> {
-        self.mr_peers.get(nid_shard(nid))?.load().get(nid).cloned()
+        let shard = self.mr_peers.get(nid_shard(nid))?.read();
+        shard
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(nid)
+            .cloned()
     }
 
     /// Peer NI `nid` belongs to a known peer: the path may send to it and take
     /// messages from it.
     pub(crate) fn add_peer_ni(&self, nid: Nid, peer_ni: PathPeerNi) {
         if let Some(s) = self.peer_shard(&nid) {
-            let peer_ni = Arc::new(peer_ni);
-            s.rcu(|map| {
-                let mut map = FxHashMap::clone(map);
-                map.insert(nid, Arc::clone(&peer_ni));
-                map
-            });
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(nid, Arc::new(peer_ni));
         }
     }
 
@@ -277,13 +274,9 @@ impl ForwardPath {
     /// actor's path (which learns it again if it is heard from).
     pub(crate) fn remove_peer_ni(&self, nid: &Nid) {
         if let Some(s) = self.peer_shard(nid) {
-            if s.load().contains_key(nid) {
-                s.rcu(|map| {
-                    let mut map = FxHashMap::clone(map);
-                    map.remove(nid);
-                    map
-                });
-            }
+            s.write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(nid);
         }
     }
 
@@ -291,9 +284,13 @@ impl ForwardPath {
         self.with_peer_ni(nid, Arc::clone)
     }
 
-    /// `f` of known peer NI `nid`.
+    /// `f` of known peer NI `nid`, under its shard's read lock.
     fn with_peer_ni<R>(&self, nid: &Nid, f: impl FnOnce(&Arc<PathPeerNi>) -> R) -> Option<R> {
-        self.peer_shard(nid)?.load().get(nid).map(f)
+        let shard = self.peer_shard(nid)?.read();
+        shard
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(nid)
+            .map(f)
     }
 
     /// Messages the path handed to an LND whose send has not completed.
