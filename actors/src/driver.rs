@@ -113,7 +113,8 @@ impl<L: Lnd> Driver for NiDriver<L> {
     }
 
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
-        match self.lnd() {
+        // Borrowed, not counted as a holder: the count is one more write per message.
+        match &*self.slot.load() {
             Some(lnd) => lnd.try_send(tx),
             None => Err(TryRefused::Refused(SendError::Stopped { ni: self.nid })),
         }

@@ -91,7 +91,7 @@ struct SendSide {
     /// completed, or waiting for a credit), each counted with its header as the kernel's
     /// `lpni_txqnob`.
     tx_bytes: AtomicI64,
-    send: AtomicU64,
+    /// Sent, by type (their sum is the count sent: one write per message).
     sent: [AtomicU64; 5],
 }
 
@@ -100,7 +100,7 @@ struct SendSide {
 struct RecvSide {
     /// Milliseconds of the node's clock plus one; 0: never.
     last_alive: AtomicU64,
-    recv: AtomicU64,
+    /// Received, by type (their sum is the count received).
     received: [AtomicU64; 5],
 }
 
@@ -291,7 +291,6 @@ impl NiCell {
 
     /// Counts a message of type `t` sent.
     pub(crate) fn count_sent(&self, t: MsgType) {
-        self.send.send.fetch_add(1, Relaxed);
         if let Some(n) = self.send.sent.get(type_index(t)) {
             n.fetch_add(1, Relaxed);
         }
@@ -299,7 +298,6 @@ impl NiCell {
 
     /// Counts a message of type `t` received.
     pub(crate) fn count_received(&self, t: MsgType) {
-        self.recv.recv.fetch_add(1, Relaxed);
         if let Some(n) = self.recv.received.get(type_index(t)) {
             n.fetch_add(1, Relaxed);
         }
@@ -308,11 +306,13 @@ impl NiCell {
     /// What the forwarding path counted.
     pub(crate) fn counts(&self) -> PathCounts {
         let load = |a: &[AtomicU64; 5]| a.each_ref().map(|n| n.load(Relaxed));
+        let (sent, received) = (load(&self.send.sent), load(&self.recv.received));
+        let sum = |a: &[u64; 5]| a.iter().fold(0u64, |s, n| s.saturating_add(*n));
         PathCounts {
-            send: self.send.send.load(Relaxed),
-            recv: self.recv.recv.load(Relaxed),
-            sent: load(&self.send.sent),
-            received: load(&self.recv.received),
+            send: sum(&sent),
+            recv: sum(&received),
+            sent,
+            received,
         }
     }
 }

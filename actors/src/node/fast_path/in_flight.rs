@@ -116,7 +116,9 @@ impl<T> InFlightTable<T> {
     pub(crate) fn count_forwarded(&self, id: TxId, bytes: u64) {
         if let Some(f) = self.forwarded.get(shard_of(id)) {
             f.count.fetch_add(1, Relaxed);
-            f.bytes.fetch_add(bytes, Relaxed);
+            if bytes > 0 {
+                f.bytes.fetch_add(bytes, Relaxed);
+            }
         }
     }
 
