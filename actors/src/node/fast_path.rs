@@ -32,11 +32,12 @@
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
+use crossbeam_utils::sync::ShardedLock;
 use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
 use lnet::forward::{Few, ForwardMsg, ForwardTable, Live, MrPeer};
 use lnet::time::Millis;
@@ -52,8 +53,10 @@ use crate::ni_cell::{tx_bytes, NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
 mod in_flight;
+mod sender;
 
 use in_flight::{InFlightTable, FAST_TX};
+use sender::Generation;
 
 /// Shards of the maps by NID.
 const SHARDS: usize = 16;
@@ -136,13 +139,13 @@ pub(crate) enum Forward {
     Refused(RxMessage, Ticket),
 }
 
-/// A next hop whose local NI credit is charged.
-struct Charged {
+/// A next hop whose local NI credit is charged (its NI as the snapshot holds it).
+struct Charged<'s> {
     ni: Nid,
     peer: Nid,
     /// The destination the header names from here.
     dest: Nid,
-    out: Arc<PathNi>,
+    out: &'s Arc<PathNi>,
     to: Arc<PathPeerNi>,
     now: Millis,
 }
@@ -180,11 +183,15 @@ pub(crate) struct ForwardPath {
     pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
     /// there can be many): added one by one, in shards by NID, each behind a lock of its
-    /// own that the path only reads.
-    peer_nis: Vec<RwLock<PeerNiMap>>,
+    /// own that the path only reads. The locks are sharded by thread: a reader locks a
+    /// part of its own, so that the receiving tasks of different threads never write
+    /// the same lock word.
+    peer_nis: Vec<ShardedLock<PeerNiMap>>,
     /// The Multi-Rail peers the forward decision reads, kept as the peer NIs are (a
     /// change costs in the peer's own NIDs, and reaches the path at once).
-    mr_peers: Vec<RwLock<MrPeerMap>>,
+    mr_peers: Vec<ShardedLock<MrPeerMap>>,
+    /// Changes whenever a peer NI is added or removed (see [`sender`]).
+    peers_changed: Generation,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -218,11 +225,12 @@ impl ForwardPath {
         ForwardPath {
             snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
             peer_nis: (0..SHARDS)
-                .map(|_| RwLock::new(PeerNiMap::default()))
+                .map(|_| ShardedLock::new(PeerNiMap::default()))
                 .collect(),
             mr_peers: (0..SHARDS)
-                .map(|_| RwLock::new(MrPeerMap::default()))
+                .map(|_| ShardedLock::new(MrPeerMap::default()))
                 .collect(),
+            peers_changed: Generation::new(),
             pools,
             faults,
             clock,
@@ -232,7 +240,7 @@ impl ForwardPath {
         }
     }
 
-    fn peer_shard(&self, nid: &Nid) -> Option<&RwLock<PeerNiMap>> {
+    fn peer_shard(&self, nid: &Nid) -> Option<&ShardedLock<PeerNiMap>> {
         self.peer_nis.get(nid_shard(nid))
     }
 
@@ -268,6 +276,7 @@ impl ForwardPath {
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(nid, Arc::new(peer_ni));
         }
+        self.peers_changed.changed();
     }
 
     /// Peer NI `nid` no longer belongs to a known peer: messages to or from it take the
@@ -278,10 +287,18 @@ impl ForwardPath {
                 .unwrap_or_else(PoisonError::into_inner)
                 .remove(nid);
         }
+        self.peers_changed.changed();
     }
 
     fn peer_ni(&self, nid: &Nid) -> Option<Arc<PathPeerNi>> {
         self.with_peer_ni(nid, Arc::clone)
+    }
+
+    /// `f` of the cell of known peer NI `nid` as the sender of a message: from what this
+    /// thread remembers of the last sender while the peer NIs have not changed.
+    fn with_sender<R>(&self, nid: &Nid, f: impl FnOnce(&NiCell) -> R) -> Option<R> {
+        let look_up = || self.with_peer_ni(nid, |p| Arc::clone(&p.cell));
+        sender::with_sender(&self.peers_changed, nid, look_up, f)
     }
 
     /// `f` of known peer NI `nid`, under its shard's read lock.
@@ -332,49 +349,72 @@ impl ForwardPath {
     /// is; otherwise gives both back for the actor's path. Never waits: a send its LND
     /// would make wait comes back, for the caller to finish with [`ForwardPath::send`].
     pub(crate) fn forward(self: &Arc<Self>, msg: RxMessage, ticket: Ticket) -> Forward {
-        let Some(c) = self.charge(&msg) else {
+        let snap = self.snapshot.load();
+        let Some(c) = self.charge(&snap, &msg) else {
             return Forward::Refused(msg, ticket);
         };
+        let Charged {
+            ni,
+            peer,
+            dest,
+            out,
+            to,
+            now,
+        } = c;
+        // The header as it came, but for the destination of a Multi-Rail final hop; the
+        // message kept for the actors is as it came, for them to decide again.
+        let mut header = msg.header;
+        header.dest_nid = dest;
+        let bytes = tx_bytes(&header);
+        to.cell.queued_bytes(bytes);
+        // A free peer NI credit (the usual case) is charged here, and the peer NI goes to
+        // the flight as it was looked up; without one, the message queues for it below.
+        let waits = (!to.cell.try_take()).then(|| Arc::clone(&to));
         let flight = InFlight {
             header: msg.header,
             payload: msg.payload.clone(),
             ticket,
-            received_at: c.now,
-            out: Arc::clone(&c.out),
-            to: Arc::clone(&c.to),
+            received_at: now,
+            out: Arc::clone(out),
+            to,
         };
         // Kept by the next hop: one peer's sends in one shard.
-        let id = match self.in_flight.insert(u64::from(c.peer.nidhash()), flight) {
+        let id = match self.in_flight.insert(u64::from(peer.nidhash()), flight) {
             Ok(id) => id,
             Err(f) => {
-                // Every slot of the shard taken (2^32 sends under way): the local NI credit
-                // goes back and the actors take the message (counted again by them).
-                give_back(&c.out.cell, &c.out.addr);
+                // Every slot of the shard taken (2^32 sends under way): the credits and
+                // queued bytes go back and the actors take the message (counted again by
+                // them).
+                f.to.cell.sent_bytes(bytes);
+                if waits.is_none() {
+                    give_back(&f.to.cell, &f.to.addr);
+                }
+                give_back(&out.cell, &out.addr);
                 return Forward::Refused(msg, f.ticket);
             }
         };
-        // The header as it came, but for the destination of a Multi-Rail final hop; the
-        // message kept for the actors is as it came, for them to decide again.
-        let mut header = msg.header;
-        header.dest_nid = c.dest;
-        let bytes = tx_bytes(&header);
-        let send = PathSend {
-            tx: TxRequest {
-                id,
-                peer: c.peer,
-                header,
-                payload: msg.payload,
-            },
-            ni: c.ni,
-            driver: Arc::clone(&c.out.driver),
+        let tx = TxRequest {
+            id,
+            peer,
+            header,
+            payload: msg.payload,
         };
-        let path = Arc::clone(self);
-        c.to.cell.queued_bytes(bytes);
-        let now = c.to.cell.take_or_queue(send, move |send| {
-            path.counts.waited.fetch_add(1, Relaxed);
-            Waiter::Path(Box::new(move || path.resume(send)))
-        });
-        match now.and_then(|send| self.try_send(send)) {
+        // What a waiting send needs (the path, the driver) is taken only if it waits: the
+        // receiving tasks of different threads would otherwise all write the same counts.
+        let now = match waits {
+            None => Some(tx),
+            Some(to) => to.cell.take_or_queue(tx, |tx| {
+                let path = Arc::clone(self);
+                let send = PathSend {
+                    tx,
+                    ni,
+                    driver: Arc::clone(&out.driver),
+                };
+                path.counts.waited.fetch_add(1, Relaxed);
+                Waiter::Path(Box::new(move || path.resume(send)))
+            }),
+        };
+        match now.and_then(|tx| self.try_send(tx, ni, &out.driver)) {
             Some(send) => Forward::Waits(send),
             None => Forward::Sent,
         }
@@ -383,7 +423,8 @@ impl ForwardPath {
     /// Sends a message that waited for its peer NI credit, from the completion that gave
     /// the credit back; only if its LND would make it wait does a task of its own wait.
     fn resume(self: Arc<Self>, send: PathSend) {
-        let Some(send) = self.try_send(send) else {
+        let PathSend { tx, ni, driver } = send;
+        let Some(send) = self.try_send(tx, ni, &driver) else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
@@ -397,17 +438,17 @@ impl ForwardPath {
         }
     }
 
-    /// Hands a charged message to its LND if it takes it without waiting; a refusal
-    /// completes it at once. Gives it back if the LND would make it wait.
-    fn try_send(&self, send: PathSend) -> Option<PathSend> {
-        let PathSend { tx, ni, driver } = send;
+    /// Hands a charged message, for local NI `ni`, to its LND (`driver`) if it takes it
+    /// without waiting; a refusal completes it at once. Gives it back if the LND would
+    /// make it wait.
+    fn try_send(&self, tx: TxRequest, ni: Nid, driver: &Arc<dyn Driver>) -> Option<PathSend> {
         let (id, peer) = (tx.id, tx.peer);
         match driver.try_send(tx) {
             Ok(()) => None,
             Err(TryRefused::WouldWait(tx)) => Some(PathSend {
                 tx: *tx,
                 ni,
-                driver,
+                driver: Arc::clone(driver),
             }),
             Err(TryRefused::Refused(e)) => {
                 self.refused(id, ni, peer, &e);
@@ -443,17 +484,18 @@ impl ForwardPath {
 
     /// Decides the next hop and charges its local NI credit, or says the actor's path
     /// must take the message.
-    fn charge(&self, msg: &RxMessage) -> Option<Charged> {
-        let snap = self.snapshot.load();
+    fn charge<'s>(&self, snap: &'s ForwardSnapshot, msg: &RxMessage) -> Option<Charged<'s>> {
         if !snap.routing || !self.faults.is_empty() || msg.header.check_lnet().is_err() {
             return None;
         }
         let from = msg.from.nid;
         let rx_ni = snap.nis.get(&msg.ni).filter(|n| n.quiet)?;
-        let sender = self.peer_ni(&from)?;
+        // The sender's cell, read twice (its health now, its counts once committed),
+        // is the one this thread remembers of the last sender while the peer NIs stay
+        // as they were: no lock, no count of holders written.
         if snap.dead_gateways.contains(&from)
             || !rx_ni.cell.health().is_max()
-            || !sender.cell.health().is_max()
+            || !self.with_sender(&from, |s| s.health().is_max())?
         {
             return None;
         }
@@ -511,11 +553,17 @@ impl ForwardPath {
         // Committed: count it where the actors would, at the time it was read.
         let now = self.clock.at(msg.received_at);
         let t = msg.header.msg_type();
-        sender.cell.count_received(t);
-        sender.cell.alive_at(now);
+        self.with_sender(&from, |s| {
+            s.count_received(t);
+            s.alive_at(now);
+        });
         rx_ni.cell.count_received(t);
         if let Some(h) = snap.heard.get(&msg.ni.net) {
-            h.fetch_max(now.0.saturating_add(1), Relaxed);
+            // Read first: within a millisecond many messages find it already set.
+            let at = now.0.saturating_add(1);
+            if h.load(Relaxed) < at {
+                h.fetch_max(at, Relaxed);
+            }
         }
         to.cell.count_sent(t);
         to.cell.picked();
@@ -525,7 +573,7 @@ impl ForwardPath {
             ni: hop.ni,
             peer: hop.peer,
             dest: hop.dest,
-            out: Arc::clone(out),
+            out,
             to,
             now,
         })
