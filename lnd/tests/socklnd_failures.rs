@@ -142,10 +142,26 @@ async fn stalled_writes_and_stale_queues_time_out() {
     let fake = nid("127.0.0.18@tcp");
     let (conns_tx, mut conns) = mpsc::channel(64);
     silent_peer(listen("127.0.0.18:20009").await, fake, conns_tx);
+    // Each connection is read at about 2.5 MB/s for 1.5 s, then not at all: the frame
+    // being written keeps moving past the 1 s timeout of the sends queued behind it, so
+    // they expire while connected (LocalTimeout); once reading stops, the write under way
+    // stalls a second later (NetworkTimeout). The two are half a second apart; on a peer
+    // that never reads they fell within a millisecond, in either order.
     tokio::spawn(async move {
-        let mut kept = Vec::new();
-        while let Some(c) = conns.recv().await {
-            kept.push(c);
+        while let Some(mut c) = conns.recv().await {
+            tokio::spawn(async move {
+                let until = tokio::time::Instant::now() + Duration::from_millis(1500);
+                let mut buf = vec![0u8; 256 << 10];
+                while tokio::time::Instant::now() < until {
+                    let _ =
+                        tokio::time::timeout(Duration::from_millis(50), c.stream.read(&mut buf))
+                            .await;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                // Kept open, unread, until the test is over.
+                tokio::time::sleep(WAIT).await;
+                drop(c);
+            });
         }
     });
     let mut cfg = config("127.0.0.19", 20009);
