@@ -249,12 +249,19 @@ impl NiCell {
         self.read.health.store(h.get(), Relaxed);
     }
 
-    /// The round-robin counter.
+    /// The round-robin counter: the actors' picks and the forwarding path's sends (each
+    /// of which is a pick: one write per message, not two).
     pub fn seq(&self) -> u64 {
-        self.send.seq.load(Relaxed)
+        self.send
+            .sent
+            .iter()
+            .fold(self.send.seq.load(Relaxed), |s, n| {
+                s.wrapping_add(n.load(Relaxed))
+            })
     }
 
-    /// Counts one pick for round robin.
+    /// Counts one pick for round robin by the actors (the forwarding path's picks are its
+    /// counts sent).
     pub(crate) fn picked(&self) {
         self.send.seq.fetch_add(1, Relaxed);
     }

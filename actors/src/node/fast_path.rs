@@ -565,10 +565,9 @@ impl ForwardPath {
                 h.fetch_max(at, Relaxed);
             }
         }
+        // Each count sent is also a pick for round robin (see NiCell::seq).
         to.cell.count_sent(t);
-        to.cell.picked();
         out.cell.count_sent(t);
-        out.cell.picked();
         Some(Charged {
             ni: hop.ni,
             peer: hop.peer,
@@ -582,11 +581,15 @@ impl ForwardPath {
     /// A send of the path completed: finished in place when it went well at full
     /// health, else handed to the LNet actor.
     pub(crate) fn complete(&self, done: TxCompletion) {
-        let Some(f) = self.in_flight.remove(done.id) else {
+        // Counted as forwarded in full under the lock its removal takes.
+        let in_full = |f: &InFlight| {
+            let well =
+                done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
+            well.then(|| u64::try_from(f.payload.len()).unwrap_or(u64::MAX))
+        };
+        let Some((f, well)) = self.in_flight.remove_counting(done.id, in_full) else {
             return;
         };
-        let well =
-            done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
         if !well {
             self.counts.adopted.fetch_add(1, Relaxed);
             let adopted = Adopted {
@@ -605,8 +608,6 @@ impl ForwardPath {
         f.to.cell.sent_bytes(tx_bytes(&f.header));
         give_back(&f.to.cell, &f.to.addr);
         give_back(&f.out.cell, &f.out.addr);
-        let len = u64::try_from(f.payload.len()).unwrap_or(u64::MAX);
-        self.in_flight.count_forwarded(done.id, len);
         self.pools.release_with(f.ticket, f.payload);
     }
 }

@@ -7,10 +7,8 @@
 //! used again first, so a shard holds no more slots than it ever had sends at once.
 //!
 //! Each shard also counts the sends it held that were forwarded in full (count and
-//! payload bytes), on a cache line of its own: the thread completing a next hop's sends
-//! counts them where no other thread writes.
+//! payload bytes), under the lock a send's removal takes anyway: no write of its own.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnd::TxId;
@@ -29,15 +27,6 @@ const TURN_MASK: u64 = (1 << (63 - SHARD_BITS - SLOT_BITS)) - 1;
 /// Sends under way, each of type `T`, in shards.
 pub(crate) struct InFlightTable<T> {
     shards: Vec<Mutex<Shard<T>>>,
-    forwarded: Vec<Forwarded>,
-}
-
-/// Sends of a shard forwarded in full, and their payload bytes.
-#[derive(Default)]
-#[repr(align(128))]
-struct Forwarded {
-    count: AtomicU64,
-    bytes: AtomicU64,
 }
 
 struct Shard<T> {
@@ -51,6 +40,10 @@ struct Shard<T> {
     max: usize,
     /// Turns given out: the next id's turn.
     turns: u64,
+    /// Sends taken out forwarded in full.
+    forwarded: u64,
+    /// Their payload bytes.
+    forwarded_bytes: u64,
 }
 
 impl<T> Default for Shard<T> {
@@ -61,6 +54,8 @@ impl<T> Default for Shard<T> {
             len: 0,
             max: 0,
             turns: 0,
+            forwarded: 0,
+            forwarded_bytes: 0,
         }
     }
 }
@@ -70,7 +65,6 @@ impl<T> InFlightTable<T> {
     pub(crate) fn new() -> InFlightTable<T> {
         InFlightTable {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            forwarded: (0..SHARDS).map(|_| Forwarded::default()).collect(),
         }
     }
 
@@ -112,28 +106,29 @@ impl<T> InFlightTable<T> {
         Ok(id)
     }
 
-    /// Counts send `id`, taken out, as forwarded in full with `bytes` of payload.
-    pub(crate) fn count_forwarded(&self, id: TxId, bytes: u64) {
-        if let Some(f) = self.forwarded.get(shard_of(id)) {
-            f.count.fetch_add(1, Relaxed);
-            if bytes > 0 {
-                f.bytes.fetch_add(bytes, Relaxed);
-            }
-        }
-    }
-
     /// Sends forwarded in full, and their payload bytes.
     pub(crate) fn forwarded(&self) -> (u64, u64) {
-        self.forwarded.iter().fold((0, 0), |(n, b), f| {
-            (
-                n.saturating_add(f.count.load(Relaxed)),
-                b.saturating_add(f.bytes.load(Relaxed)),
-            )
-        })
+        (0..SHARDS)
+            .filter_map(|i| self.lock(i).map(|s| (s.forwarded, s.forwarded_bytes)))
+            .fold((0, 0), |(n, b), (sn, sb)| {
+                (n.saturating_add(sn), b.saturating_add(sb))
+            })
     }
 
     /// Takes out the send of id `id`, if it is held.
+    #[cfg(test)]
     pub(crate) fn remove(&self, id: TxId) -> Option<T> {
+        self.remove_counting(id, |_| None).map(|(item, _)| item)
+    }
+
+    /// Takes out the send of id `id`, if it is held; `in_full` says whether it was
+    /// forwarded in full, with its payload bytes (then counted, under the same lock).
+    /// The send, and whether it was.
+    pub(crate) fn remove_counting(
+        &self,
+        id: TxId,
+        in_full: impl FnOnce(&T) -> Option<u64>,
+    ) -> Option<(T, bool)> {
         let shard = shard_of(id);
         let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
         let mut s = self.lock(shard)?;
@@ -144,7 +139,12 @@ impl<T> InFlightTable<T> {
         let (_, item) = entry.take()?;
         s.free.push(slot);
         s.len -= 1;
-        Some(item)
+        let counted = in_full(&item);
+        if let Some(bytes) = counted {
+            s.forwarded = s.forwarded.saturating_add(1);
+            s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
+        }
+        Some((item, counted.is_some()))
     }
 
     /// Sends held.
@@ -188,8 +188,19 @@ mod tests {
         assert_eq!(t.remove(TxId(FAST_TX | 12345)), None);
         assert_eq!(t.remove(a), Some("a"));
         assert_eq!(t.len(), 0);
-        t.count_forwarded(a, 10);
-        t.count_forwarded(c, 5);
+        assert_eq!(t.forwarded(), (0, 0));
+    }
+
+    #[test]
+    fn sends_taken_out_in_full_are_counted_with_their_bytes() {
+        let t = InFlightTable::new();
+        let a = t.insert(3, 10).expect("room");
+        let b = t.insert(20, 5).expect("room");
+        let c = t.insert(7, 0).expect("room");
+        assert_eq!(t.remove_counting(a, |n| Some(*n)), Some((10, true)));
+        assert_eq!(t.remove_counting(a, |n| Some(*n)), None, "counted once");
+        assert_eq!(t.remove_counting(b, |n| Some(*n)), Some((5, true)));
+        assert_eq!(t.remove_counting(c, |_| None), Some((0, false)));
         assert_eq!(t.forwarded(), (2, 15));
     }
 
