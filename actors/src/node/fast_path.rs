@@ -39,7 +39,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use crossbeam_utils::sync::ShardedLock;
 use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
-use lnet::forward::{Few, ForwardMsg, ForwardTable, Live, MrPeer};
+use lnet::forward::{ForwardMsg, ForwardTable, Live, MrPeer};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -53,13 +53,18 @@ use crate::ni_cell::{tx_bytes, NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
 mod in_flight;
-mod sender;
+mod recent;
 
 use in_flight::{InFlightTable, FAST_TX};
-use sender::Generation;
+use recent::{Generation, Recent};
 
 /// Shards of the maps by NID.
 const SHARDS: usize = 16;
+
+thread_local! {
+    /// The peer NIs this thread's forwards read lately (see [`recent`]).
+    static RECENT: RefCell<Recent<PathPeerNi>> = RefCell::new(Recent::default());
+}
 
 /// A local NI as the forwarding path reaches it.
 #[derive(Clone)]
@@ -190,7 +195,7 @@ pub(crate) struct ForwardPath {
     /// The Multi-Rail peers the forward decision reads, kept as the peer NIs are (a
     /// change costs in the peer's own NIDs, and reaches the path at once).
     mr_peers: Vec<ShardedLock<MrPeerMap>>,
-    /// Changes whenever a peer NI is added or removed (see [`sender`]).
+    /// Changes whenever a peer NI is added or removed (see [`recent`]).
     peers_changed: Generation,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
@@ -294,11 +299,14 @@ impl ForwardPath {
         self.with_peer_ni(nid, Arc::clone)
     }
 
-    /// `f` of the cell of known peer NI `nid` as the sender of a message: from what this
-    /// thread remembers of the last sender while the peer NIs have not changed.
-    fn with_sender<R>(&self, nid: &Nid, f: impl FnOnce(&NiCell) -> R) -> Option<R> {
-        let look_up = || self.with_peer_ni(nid, |p| Arc::clone(&p.cell));
-        sender::with_sender(&self.peers_changed, nid, look_up, f)
+    /// `f` of known peer NI `nid` (`None`: not known), from what this thread keeps of
+    /// the peer NIs it looked up lately while they have not changed.
+    fn with_recent<R>(&self, nid: &Nid, f: impl FnOnce(Option<&Arc<PathPeerNi>>) -> R) -> R {
+        let look_up = || self.peer_ni(nid);
+        RECENT.with(|r| match r.try_borrow_mut() {
+            Ok(mut r) => r.with(&self.peers_changed, nid, look_up, f),
+            Err(_) => f(look_up().as_ref()),
+        })
     }
 
     /// `f` of known peer NI `nid`, under its shard's read lock.
@@ -490,12 +498,12 @@ impl ForwardPath {
         }
         let from = msg.from.nid;
         let rx_ni = snap.nis.get(&msg.ni).filter(|n| n.quiet)?;
-        // The sender's cell, read twice (its health now, its counts once committed),
-        // is the one this thread remembers of the last sender while the peer NIs stay
-        // as they were: no lock, no count of holders written.
+        // Every peer NI the decision reads (the sender, the destination, a gateway) is
+        // one this thread keeps while the peer NIs stay as they were: no lock, no count
+        // of holders written, one lookup per change at most.
         if snap.dead_gateways.contains(&from)
             || !rx_ni.cell.health().is_max()
-            || !self.with_sender(&from, |s| s.health().is_max())?
+            || !self.with_recent(&from, |s| s.map(|s| s.cell.health().is_max()))?
         {
             return None;
         }
@@ -510,19 +518,7 @@ impl ForwardPath {
             arrived_on: msg.ni.net,
             msg_type: msg.header.msg_type(),
         };
-        // The decision reads a peer NI more than once (the destination's health, then
-        // its credits): each is looked up once.
-        let seen = RefCell::new(Few::<(Nid, Option<Arc<PathPeerNi>>)>::new());
-        let known = |n: &Nid| {
-            let mut seen = seen.borrow_mut();
-            if let Some((_, p)) = seen.iter().find(|(s, _)| s == n) {
-                return p.as_ref().map_or(Live::UNKNOWN, |p| live(&p.cell));
-            }
-            let p = self.peer_ni(n);
-            let l = p.as_ref().map_or(Live::UNKNOWN, |p| live(&p.cell));
-            seen.push((*n, p));
-            l
-        };
+        let known = |n: &Nid| self.with_recent(n, |p| p.map_or(Live::UNKNOWN, |p| live(&p.cell)));
         let hop = snap
             .table
             .next_hop(
@@ -533,14 +529,7 @@ impl ForwardPath {
             )
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
-        let looked_up = seen
-            .into_inner()
-            .into_iter()
-            .find_map(|(n, p)| (n == hop.peer).then_some(p));
-        let to = match looked_up {
-            Some(p) => p?,
-            None => self.peer_ni(&hop.peer)?,
-        };
+        let to = self.with_recent(&hop.peer, |p| p.cloned())?;
         // A peer NI whose cached status is not UP may be one the peer NI aliveness rule
         // drops messages to: the actor decides it, and counts the drop.
         if !out.cell.health().is_max()
@@ -553,9 +542,11 @@ impl ForwardPath {
         // Committed: count it where the actors would, at the time it was read.
         let now = self.clock.at(msg.received_at);
         let t = msg.header.msg_type();
-        self.with_sender(&from, |s| {
-            s.count_received(t);
-            s.alive_at(now);
+        self.with_recent(&from, |s| {
+            if let Some(s) = s {
+                s.cell.count_received(t);
+                s.cell.alive_at(now);
+            }
         });
         rx_ni.cell.count_received(t);
         if let Some(h) = snap.heard.get(&msg.ni.net) {

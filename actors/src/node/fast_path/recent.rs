@@ -1,0 +1,151 @@
+//! The peer NIs a thread forwarded from and to lately, remembered between messages.
+//!
+//! A receiving task forwards many messages in a row from the same peer NI (the one at
+//! the other end of its connection), most of them to the same next hop. Looking each up
+//! for every message takes its shard's read lock, a write to shared memory; instead each
+//! thread keeps the last few it looked up (found or not), with the generation of the
+//! peer NI maps they were looked up in. Any change to those maps makes a new generation,
+//! and a thread that sees one forgets what it kept: an entry is used only while the maps
+//! still hold it, and a lookup is then one read of the generation.
+//!
+//! What a thread keeps holds a peer NI (its cell, and the address of its actor, which
+//! has no timer of its own) until the thread next forwards a message, or ends.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use lnet::Nid;
+
+/// Peer NIs a thread keeps.
+const KEPT: usize = 8;
+
+/// Numbers the forwarding paths of the process, so that what one thread keeps for one
+/// path is never taken for another's.
+static PATHS: AtomicU64 = AtomicU64::new(0);
+
+/// The peer NI maps' generation, and which path they belong to.
+#[derive(Debug)]
+pub(super) struct Generation {
+    path: u64,
+    now: AtomicU64,
+}
+
+impl Generation {
+    /// The first generation of a new path's maps.
+    pub(super) fn new() -> Generation {
+        Generation {
+            path: PATHS.fetch_add(1, Ordering::Relaxed),
+            now: AtomicU64::new(0),
+        }
+    }
+
+    /// The maps changed: what a thread keeps of them is stale. Called after the change
+    /// is made.
+    pub(super) fn changed(&self) {
+        self.now.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// The peer NIs (each a `P`) one thread keeps, of one path and one generation.
+pub(super) struct Recent<P> {
+    path: u64,
+    generation: u64,
+    entries: Vec<(Nid, Option<Arc<P>>)>,
+}
+
+impl<P> Default for Recent<P> {
+    fn default() -> Self {
+        Recent {
+            path: u64::MAX,
+            generation: 0,
+            entries: Vec::new(),
+        }
+    }
+}
+
+impl<P> Recent<P> {
+    /// `f` of peer NI `nid`: the one kept if the maps of `generation` have not changed
+    /// since it was looked up, otherwise the one `look_up` finds now (then kept, found
+    /// or not).
+    pub(super) fn with<R>(
+        &mut self,
+        generation: &Generation,
+        nid: &Nid,
+        look_up: impl FnOnce() -> Option<Arc<P>>,
+        f: impl FnOnce(Option<&Arc<P>>) -> R,
+    ) -> R {
+        // Read before any look-up: a change after it leaves a newer generation behind.
+        let now = generation.now.load(Ordering::Acquire);
+        if self.path != generation.path || self.generation != now {
+            self.path = generation.path;
+            self.generation = now;
+            self.entries.clear();
+        }
+        if let Some((_, p)) = self.entries.iter().find(|(n, _)| n == nid) {
+            return f(p.as_ref());
+        }
+        if self.entries.len() >= KEPT {
+            self.entries.remove(0);
+        }
+        let found = look_up();
+        let r = f(found.as_ref());
+        self.entries.push((*nid, found));
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::sync::Arc;
+
+    use lnet::Nid;
+
+    use super::{Generation, Recent, KEPT};
+
+    fn nid(i: u32) -> Nid {
+        format!("10.0.0.{i}@tcp").parse().expect("nid")
+    }
+
+    /// Looks `n` up through `r`, counting the lookups in `count`; finds only even ones.
+    fn get(r: &mut Recent<u32>, g: &Generation, n: u32, count: &Cell<u32>) -> Option<u32> {
+        let look_up = || {
+            count.set(count.get() + 1);
+            n.is_multiple_of(2).then(|| Arc::new(n))
+        };
+        r.with(g, &nid(n), look_up, |p| p.map(|p| **p))
+    }
+
+    #[test]
+    fn a_peer_ni_is_looked_up_again_only_after_the_maps_change() {
+        let (g, mut r, count) = (Generation::new(), Recent::default(), Cell::new(0));
+        for _ in 0..3 {
+            assert_eq!(get(&mut r, &g, 2, &count), Some(2));
+            assert_eq!(get(&mut r, &g, 3, &count), None, "not found, and kept so");
+        }
+        assert_eq!(count.get(), 2);
+        g.changed();
+        assert_eq!(get(&mut r, &g, 2, &count), Some(2));
+        assert_eq!(get(&mut r, &g, 3, &count), None);
+        assert_eq!(count.get(), 4, "both looked up again after a change");
+    }
+
+    #[test]
+    fn another_path_is_looked_up_and_the_oldest_makes_room() {
+        let (g, other) = (Generation::new(), Generation::new());
+        let (mut r, count) = (Recent::default(), Cell::new(0));
+        get(&mut r, &g, 2, &count);
+        get(&mut r, &other, 2, &count);
+        assert_eq!(count.get(), 2, "kept per path");
+        let kept = u32::try_from(KEPT).expect("small");
+        for n in 0..=kept {
+            get(&mut r, &other, 100 + n, &count);
+        }
+        assert_eq!(r.entries.len(), KEPT);
+        let before = count.get();
+        get(&mut r, &other, 100 + kept, &count);
+        assert_eq!(count.get(), before, "the newest is kept");
+        get(&mut r, &other, 2, &count);
+        assert_eq!(count.get(), before + 1, "the oldest made room");
+    }
+}
