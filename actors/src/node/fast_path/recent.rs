@@ -8,8 +8,9 @@
 //! and a thread that sees one forgets what it kept: an entry is used only while the maps
 //! still hold it, and a lookup is then one read of the generation.
 //!
-//! What a thread keeps holds a peer NI (its cell, and the address of its actor, which
-//! has no timer of its own) until the thread next forwards a message, or ends.
+//! A peer NI taken out of the maps stays held by a thread that kept it (its cell, and
+//! the address of its actor, which has no timer of its own) until that thread next
+//! forwards a message, or ends.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
