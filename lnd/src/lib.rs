@@ -14,6 +14,6 @@ pub mod socklnd;
 
 pub use counters::LndCounters;
 pub use lnd::{
-    Charged, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxCompletion,
-    TxId, TxRequest,
+    Charged, Later, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused,
+    TxCompletion, TxId, TxRequest,
 };

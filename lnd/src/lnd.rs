@@ -118,6 +118,11 @@ pub struct RxMessage {
     pub received_at: tokio::time::Instant,
 }
 
+/// What the layer above still has to wait for before it answers an LND
+/// ([`LndHandler::on_header_now`], [`LndHandler::on_message_now`]): allocated only when
+/// there is such a wait, so the usual answer builds no future.
+pub type Later<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// What an LND tells the layer above it.
 ///
 /// The LND calls these from its own tasks. [`LndHandler::on_header`] and
@@ -130,6 +135,21 @@ pub trait LndHandler: Send + Sync + 'static {
     fn on_header(&self, rx: RxHeader) -> impl Future<Output = RxDecision> + Send;
     /// A message whose payload the caller asked for is in.
     fn on_message(&self, msg: RxMessage) -> impl Future<Output = ()> + Send;
+
+    /// [`LndHandler::on_header`] without building its future when the decision needs no
+    /// wait: `Ok` is the decision, `Err` the wait that makes it (the LND awaits it, reading
+    /// nothing meanwhile). An LND's receive path calls this one. The default always waits
+    /// on `on_header`.
+    fn on_header_now(&self, rx: RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
+        Err(Box::pin(self.on_header(rx)))
+    }
+
+    /// [`LndHandler::on_message`] without building its future when taking the message
+    /// needs no wait: `None` when it is taken, else the wait that takes it (awaited like
+    /// [`LndHandler::on_header_now`]'s). The default always waits on `on_message`.
+    fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
+        Some(Box::pin(self.on_message(msg)))
+    }
     /// A send accepted by [`Lnd::send`] is finished.
     fn on_send_complete(&self, done: TxCompletion);
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::BytesMut;
-use lnd::{lnd::PeerDown, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
+use lnd::{lnd::PeerDown, Later, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
 use lnet::fault::{Direction, FaultVerdict};
 use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
@@ -68,47 +68,48 @@ impl NodeHandler {
     }
 }
 
-impl LndHandler for NodeHandler {
-    async fn on_header(&self, rx: RxHeader) -> RxDecision {
-        match self.faults.check(Direction::Receive, rx.ni, &rx.header) {
-            None | Some(FaultVerdict::Fail(_)) => {}
-            // Dropped silently: the payload is read and thrown away.
-            Some(FaultVerdict::Drop) => return RxDecision::Discard,
-            // Held, and the connection it came on with it.
-            Some(FaultVerdict::Delay(by)) => {
-                tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
-            }
-        }
+impl NodeHandler {
+    /// Where the payload of a header that passed the fault rules goes: a local message's
+    /// into a buffer of its own; a message to forward into a router buffer, once one and
+    /// a router-buffer credit of its sending peer are granted (`Err` while that waits).
+    fn place(&self, rx: RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
         let len = rx.header.payload_length;
-        let buf =
-            || RxDecision::Receive(BytesMut::with_capacity(usize::try_from(len).unwrap_or(0)));
         let forward = {
             let p = self.policy.load();
             p.routing && !p.local.contains(&rx.header.dest_nid)
         };
         if !forward {
-            return buf();
+            return Ok(RxDecision::Receive(BytesMut::with_capacity(
+                usize::try_from(len).unwrap_or(0),
+            )));
         }
         // Store and forward: wait for a peer router-buffer credit and a buffer.
-        let (ticket, memory) = match self.path.pools.reserve(rx.from.nid, len) {
-            Reservation::Granted(t, memory) => (t, memory),
-            Reservation::Waiting(answer) => match answer.await {
-                Ok(Ok(t)) => {
-                    let memory = self.path.pools.buffer(&t);
-                    (t, memory)
+        match self.path.pools.reserve(rx.from.nid, len) {
+            Reservation::Granted(t, memory) => Ok(self.hold(&rx, t, memory)),
+            Reservation::Waiting(answer) => Err(Box::pin(async move {
+                match answer.await {
+                    Ok(Ok(t)) => {
+                        let memory = self.path.pools.buffer(&t);
+                        self.hold(&rx, t, memory)
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
+                        RxDecision::Close
+                    }
+                    Err(_) => RxDecision::Close,
                 }
-                Ok(Err(e)) => {
-                    tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
-                    return RxDecision::Close;
-                }
-                Err(_) => return RxDecision::Close,
-            },
+            })),
             Reservation::Refused(e) => {
                 tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
-                return RxDecision::Close;
+                Ok(RxDecision::Close)
             }
-        };
-        if let Some(pool) = PoolKind::for_payload(len) {
+        }
+    }
+
+    /// Keeps the ticket of the buffer granted to `rx` until its payload is in
+    /// ([`LndHandler::on_message_now`]), and reads the payload into that buffer.
+    fn hold(&self, rx: &RxHeader, ticket: Ticket, memory: BytesMut) -> RxDecision {
+        if let Some(pool) = PoolKind::for_payload(rx.header.payload_length) {
             if let Some(mut p) = self.pending(&rx.from.nid) {
                 p.entry((rx.ni, rx.from.nid, pool))
                     .or_default()
@@ -117,8 +118,39 @@ impl LndHandler for NodeHandler {
         }
         RxDecision::Receive(memory)
     }
+}
+
+impl LndHandler for NodeHandler {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        match self.on_header_now(rx) {
+            Ok(decision) => decision,
+            Err(later) => later.await,
+        }
+    }
 
     async fn on_message(&self, msg: RxMessage) {
+        if let Some(later) = self.on_message_now(msg) {
+            later.await;
+        }
+    }
+
+    fn on_header_now(&self, rx: RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
+        match self.faults.check(Direction::Receive, rx.ni, &rx.header) {
+            None | Some(FaultVerdict::Fail(_)) => self.place(rx),
+            // Dropped silently: the payload is read and thrown away.
+            Some(FaultVerdict::Drop) => Ok(RxDecision::Discard),
+            // Held, and the connection it came on with it.
+            Some(FaultVerdict::Delay(by)) => Err(Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
+                match self.place(rx) {
+                    Ok(decision) => decision,
+                    Err(later) => later.await,
+                }
+            })),
+        }
+    }
+
+    fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
         let ticket = PoolKind::for_payload(msg.header.payload_length).and_then(|pool| {
             let mut pending = self.pending(&msg.from.nid)?;
             let key = (msg.ni, msg.from.nid, pool);
@@ -127,13 +159,19 @@ impl LndHandler for NodeHandler {
         });
         let inbound = match ticket {
             Some(t) => match self.path.forward(msg, t) {
-                Forward::Sent => return,
-                Forward::Waits(send) => return self.path.send(send).await,
+                Forward::Sent => return None,
+                Forward::Waits(send) => return Some(Box::pin(self.path.send(send))),
                 Forward::Refused(msg, t) => Inbound::Message(msg, Some(t)),
             },
             None => Inbound::Message(msg, None),
         };
-        let _ = self.received.send(inbound).await;
+        match self.received.try_send(inbound) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
+            // The node is busy: this connection reads nothing until it takes the message.
+            Err(mpsc::error::TrySendError::Full(inbound)) => Some(Box::pin(async move {
+                let _ = self.received.send(inbound).await;
+            })),
+        }
     }
 
     fn on_send_complete(&self, done: TxCompletion) {

@@ -12,7 +12,6 @@
 //! zero-copy request, and delivers the message. A frame started but not finished within
 //! the socklnd timeout closes the connection.
 
-use std::future::Future;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -40,7 +39,7 @@ use super::peer::tx::{self, PeerTx};
 use super::stats::WriteCounters;
 use super::tunables::LiveTunables;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
-use crate::lnd::{LndHandler, RxDecision, RxHeader, RxMessage};
+use crate::lnd::{Later, LndHandler, RxDecision, RxHeader, RxMessage};
 use end::ConnEnd;
 use outbox::{Coalesced, Outbox, Pushed, Round, WRITE_BATCH};
 
@@ -643,11 +642,10 @@ impl<H: LndHandler> Reader<H> {
         result.map_err(ConnEnd::ReadFailed)
     }
 
-    /// The upper layer's decision on a header. While it waits (for a router buffer or
-    /// credit), the frames already forwarded are written: their completions give back
-    /// what it waits for, and it is asked again before this task yields.
-    async fn decide(&self, header: RxHeader) -> RxDecision {
-        let mut decision = std::pin::pin!(self.handler.on_header(header));
+    /// The upper layer's decision on a header, when it has to wait (for a router buffer
+    /// or credit). Meanwhile the frames already forwarded are written: their completions
+    /// give back what it waits for, and it is asked again before this task yields.
+    async fn decide(&self, mut decision: Later<'_, RxDecision>) -> RxDecision {
         for _ in 0..DECIDE_ROUNDS {
             let now = std::future::poll_fn(|cx| Poll::Ready(decision.as_mut().poll(cx))).await;
             if let Poll::Ready(d) = now {
@@ -667,12 +665,15 @@ impl<H: LndHandler> Reader<H> {
                 no_acks_expected(&ksock)?;
                 // Nothing is read while the upper layer decides: back-pressure on this
                 // socket.
-                let decision = self.decide(RxHeader {
+                let now = self.handler.on_header_now(RxHeader {
                     ni: self.ni,
                     from: self.from,
                     header,
                 });
-                let decision = decision.await;
+                let decision = match now {
+                    Ok(decision) => decision,
+                    Err(later) => self.decide(later).await,
+                };
                 let decided = match decision {
                     RxDecision::Close => return Err(ConnEnd::UpperLayer),
                     RxDecision::Receive(buf) => d.receive_payload(buf),
@@ -691,15 +692,16 @@ impl<H: LndHandler> Reader<H> {
                     }
                 }
                 if let Some(buf) = payload {
-                    self.handler
-                        .on_message(RxMessage {
-                            ni: self.ni,
-                            from: self.from,
-                            header,
-                            payload: buf.freeze(),
-                            received_at: batch::now(),
-                        })
-                        .await;
+                    let taken = self.handler.on_message_now(RxMessage {
+                        ni: self.ni,
+                        from: self.from,
+                        header,
+                        payload: buf.freeze(),
+                        received_at: batch::now(),
+                    });
+                    if let Some(later) = taken {
+                        later.await;
+                    }
                 }
                 Ok(())
             }
