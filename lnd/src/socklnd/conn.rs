@@ -568,7 +568,12 @@ impl<H: LndHandler> Reader<H> {
                     Ok(None) => break,
                     Err(e) => return ConnEnd::Deframe(e),
                 };
-                if let Err(end) = self.on_event(&mut d, event).await {
+                let done = match self.on_event_now(&mut d, event) {
+                    Ok(None) => Ok(()),
+                    Ok(Some(waits)) => self.wait(&mut d, waits).await,
+                    Err(end) => Err(end),
+                };
+                if let Err(end) = done {
                     return end;
                 }
                 if d.stage() == Stage::Payload {
@@ -658,9 +663,11 @@ impl<H: LndHandler> Reader<H> {
         decision.await
     }
 
-    async fn on_event(&self, d: &mut Deframer, event: Event) -> Result<(), ConnEnd> {
+    /// Acts on an event without waiting, when it can: `Some` is what is left to wait for
+    /// ([`Reader::wait`]).
+    fn on_event_now(&self, d: &mut Deframer, event: Event) -> Result<Option<Waits<'_>>, ConnEnd> {
         match event {
-            Event::Noop(ksock) => no_acks_expected(&ksock),
+            Event::Noop(ksock) => no_acks_expected(&ksock).map(|()| None),
             Event::LnetHeader { ksock, header } => {
                 no_acks_expected(&ksock)?;
                 // Nothing is read while the upper layer decides: back-pressure on this
@@ -670,16 +677,10 @@ impl<H: LndHandler> Reader<H> {
                     from: self.from,
                     header,
                 });
-                let decision = match now {
-                    Ok(decision) => decision,
-                    Err(later) => self.decide(later).await,
-                };
-                let decided = match decision {
-                    RxDecision::Close => return Err(ConnEnd::UpperLayer),
-                    RxDecision::Receive(buf) => d.receive_payload(buf),
-                    RxDecision::Discard => d.discard_payload(),
-                };
-                decided.map_err(|e| ConnEnd::Protocol(e.to_string()))
+                match now {
+                    Ok(decision) => apply_decision(d, decision).map(|()| None),
+                    Err(later) => Ok(Some(Waits::Decision(later))),
+                }
             }
             Event::LnetPayload {
                 ksock,
@@ -687,29 +688,79 @@ impl<H: LndHandler> Reader<H> {
                 payload,
             } => {
                 if let Some(cookie) = ksock.zc_request() {
-                    if self.peer.send(PeerCmd::ZcAck { cookie }).await.is_err() {
-                        return Err(ConnEnd::Local);
-                    }
+                    return Ok(Some(Waits::ZcAck {
+                        cookie,
+                        message: payload.map(|buf| Box::new(self.message(header, buf))),
+                    }));
                 }
-                if let Some(buf) = payload {
-                    let taken = self.handler.on_message_now(RxMessage {
-                        ni: self.ni,
-                        from: self.from,
-                        header,
-                        payload: buf.freeze(),
-                        received_at: batch::now(),
-                    });
-                    if let Some(later) = taken {
-                        later.await;
-                    }
-                }
-                Ok(())
+                Ok(payload.and_then(|buf| {
+                    self.handler
+                        .on_message_now(self.message(header, buf))
+                        .map(Waits::Message)
+                }))
             }
             other => Err(ConnEnd::Protocol(format!(
                 "unexpected event after the handshake: {other:?}"
             ))),
         }
     }
+
+    /// A message whose payload is in, for the upper layer.
+    fn message(&self, header: lnet::Header, payload: BytesMut) -> RxMessage {
+        RxMessage {
+            ni: self.ni,
+            from: self.from,
+            header,
+            payload: payload.freeze(),
+            received_at: batch::now(),
+        }
+    }
+
+    /// Waits for what [`Reader::on_event_now`] left.
+    async fn wait(&self, d: &mut Deframer, waits: Waits<'_>) -> Result<(), ConnEnd> {
+        match waits {
+            Waits::Decision(later) => apply_decision(d, self.decide(later).await),
+            Waits::Message(later) => {
+                later.await;
+                Ok(())
+            }
+            Waits::ZcAck { cookie, message } => {
+                if self.peer.send(PeerCmd::ZcAck { cookie }).await.is_err() {
+                    return Err(ConnEnd::Local);
+                }
+                if let Some(message) = message {
+                    if let Some(later) = self.handler.on_message_now(*message) {
+                        later.await;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What an event still waits for once [`Reader::on_event_now`] has acted on it.
+enum Waits<'h> {
+    /// The upper layer's decision on a header.
+    Decision(Later<'h, RxDecision>),
+    /// The upper layer taking a message.
+    Message(Later<'h, ()>),
+    /// The peer asked for a ZC-ACK: it is queued on the peer task before the message, if
+    /// any, goes up.
+    ZcAck {
+        cookie: u64,
+        message: Option<Box<RxMessage>>,
+    },
+}
+
+/// Tells the deframer where the payload of the header just decided goes.
+fn apply_decision(d: &mut Deframer, decision: RxDecision) -> Result<(), ConnEnd> {
+    let decided = match decision {
+        RxDecision::Close => return Err(ConnEnd::UpperLayer),
+        RxDecision::Receive(buf) => d.receive_payload(buf),
+        RxDecision::Discard => d.discard_payload(),
+    };
+    decided.map_err(|e| ConnEnd::Protocol(e.to_string()))
 }
 
 /// This side never asks for zero-copy, so no ZC-ACK may come back (keepalives are fine).
