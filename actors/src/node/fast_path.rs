@@ -53,9 +53,11 @@ use crate::ni_cell::{tx_bytes, NiCell, Waiter};
 use crate::router::{RouterPools, Ticket};
 
 mod in_flight;
+pub(crate) mod published;
 mod recent;
 
 use in_flight::{InFlightTable, FAST_TX};
+use published::{Kept, Published};
 use recent::{Generation, Recent};
 
 /// Shards of the maps by NID.
@@ -64,6 +66,8 @@ const SHARDS: usize = 16;
 thread_local! {
     /// The peer NIs this thread's forwards read lately (see [`recent`]).
     static RECENT: RefCell<Recent<PathPeerNi>> = RefCell::new(Recent::default());
+    /// The forwarding snapshot as this thread read it last (see [`published`]).
+    static SNAPSHOT: Kept<ForwardSnapshot> = const { RefCell::new(None) };
 }
 
 /// A local NI as the forwarding path reaches it.
@@ -185,7 +189,7 @@ pub struct ForwardingCounts {
 /// The forwarding path's state, shared by the receiving tasks (through the
 /// [`super::NodeHandler`]) and the LNet actor.
 pub(crate) struct ForwardPath {
-    pub(crate) snapshot: ArcSwap<ForwardSnapshot>,
+    pub(crate) snapshot: Published<ForwardSnapshot>,
     /// The peer NIs of known peers, apart from the snapshot (they change often and
     /// there can be many): added one by one, in shards by NID, each behind a lock of its
     /// own that the path only reads. The locks are sharded by thread: a reader locks a
@@ -228,7 +232,7 @@ impl ForwardPath {
         adopt: mpsc::UnboundedSender<Adopted>,
     ) -> ForwardPath {
         ForwardPath {
-            snapshot: ArcSwap::from_pointee(ForwardSnapshot::default()),
+            snapshot: Arc::new(ArcSwap::from_pointee(ForwardSnapshot::default())),
             peer_nis: (0..SHARDS)
                 .map(|_| ShardedLock::new(PeerNiMap::default()))
                 .collect(),
@@ -357,8 +361,19 @@ impl ForwardPath {
     /// is; otherwise gives both back for the actor's path. Never waits: a send its LND
     /// would make wait comes back, for the caller to finish with [`ForwardPath::send`].
     pub(crate) fn forward(self: &Arc<Self>, msg: RxMessage, ticket: Ticket) -> Forward {
-        let snap = self.snapshot.load();
-        let Some(c) = self.charge(&snap, &msg) else {
+        published::read(&SNAPSHOT, &self.snapshot, |snap| {
+            self.forward_with(snap, msg, ticket)
+        })
+    }
+
+    /// [`ForwardPath::forward`] over `snap`.
+    fn forward_with(
+        self: &Arc<Self>,
+        snap: &ForwardSnapshot,
+        msg: RxMessage,
+        ticket: Ticket,
+    ) -> Forward {
+        let Some(c) = self.charge(snap, &msg) else {
             return Forward::Refused(msg, ticket);
         };
         let Charged {

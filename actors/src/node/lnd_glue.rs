@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use actix::prelude::*;
-use arc_swap::ArcSwap;
 use bytes::BytesMut;
 use lnd::{lnd::PeerDown, Later, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
 use lnet::fault::{Direction, FaultVerdict};
@@ -16,6 +15,7 @@ use lnet::Nid;
 use rustc_hash::{FxHashMap, FxHashSet};
 use tokio::sync::mpsc;
 
+use super::fast_path::published::{self, Kept, Published};
 use super::fast_path::{Adopted, Forward, ForwardPath};
 use super::LnetActor;
 use crate::fault::FaultRules;
@@ -33,13 +33,18 @@ pub struct NodeHandler {
     pub(super) completions: mpsc::Sender<TxCompletion>,
     pub(super) received: mpsc::Sender<Inbound>,
     /// Read by every receiving thread, each on its own (no lock they share).
-    pub(super) policy: Arc<ArcSwap<RxPolicy>>,
+    pub(super) policy: Published<RxPolicy>,
     /// Buffers granted and not yet filled, per CPT of the sending peer.
     pub(super) pending: Vec<Mutex<Pending>>,
     /// The node's fault rules, applied to every message received before LNet processes
     /// it (see [`crate::fault`]).
     pub(super) faults: FaultRules,
     pub(super) path: Arc<ForwardPath>,
+}
+
+thread_local! {
+    /// The receive policy as this thread read it last (see [`published`]).
+    static POLICY: Kept<RxPolicy> = const { std::cell::RefCell::new(None) };
 }
 
 /// What a receiving LND needs to know to place a payload: this node's NIDs and whether
@@ -74,10 +79,9 @@ impl NodeHandler {
     /// a router-buffer credit of its sending peer are granted (`Err` while that waits).
     fn place(&self, rx: RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
         let len = rx.header.payload_length;
-        let forward = {
-            let p = self.policy.load();
+        let forward = published::read(&POLICY, &self.policy, |p| {
             p.routing && !p.local.contains(&rx.header.dest_nid)
-        };
+        });
         if !forward {
             return Ok(RxDecision::Receive(BytesMut::with_capacity(
                 usize::try_from(len).unwrap_or(0),
