@@ -138,7 +138,8 @@ pub trait LndHandler: Send + Sync + 'static {
 
     /// [`LndHandler::on_header`] without building its future when the decision needs no
     /// wait: `Ok` is the decision, `Err` the wait that makes it (the LND awaits it, reading
-    /// nothing meanwhile). An LND's receive path calls this one. The default always waits
+    /// nothing meanwhile). socklnd's receive path calls this one (o2iblnd's judges each
+    /// header in a boxed future of its own, parked if it waits). The default always waits
     /// on `on_header`.
     fn on_header_now(&self, rx: RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
         Err(Box::pin(self.on_header(rx)))
@@ -150,6 +151,7 @@ pub trait LndHandler: Send + Sync + 'static {
     fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
         Some(Box::pin(self.on_message(msg)))
     }
+
     /// A send accepted by [`Lnd::send`] is finished.
     fn on_send_complete(&self, done: TxCompletion);
 
