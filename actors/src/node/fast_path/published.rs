@@ -4,8 +4,11 @@
 //! debt slot and paying it back).
 //!
 //! A thread keeps one value per kind: the last one it read, with a hold on where it is
-//! published. A published value replaced, or a node stopped, stays held by a thread
-//! that read it until that thread next reads one of that kind, or ends.
+//! published. A published value replaced, or one of a node gone, stays held by a thread
+//! that read it until that thread next reads one of that kind, or ends. A forwarding
+//! snapshot holds the local NIs' cells, actor addresses and drivers: a node dropped
+//! without stopping its NIs keeps its LNDs that long (stopping an NI empties its
+//! driver's slot, so a stopped NI's LND is not kept).
 
 use std::cell::RefCell;
 use std::sync::Arc;
