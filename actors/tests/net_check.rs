@@ -2,9 +2,10 @@
 //! whose first peer NI appears late is not advertised DOWN while its probe is answered,
 //! probe traffic is bounded per net and backs off on a quiet net that answers, it stops
 //! while the net carries traffic, a dead peer NI does not make a healthy net DOWN, and
-//! `net show` prints the NI of a net advertised DOWN as down.
+//! `net show` prints the NI of a net advertised DOWN as down, and a net whose peer's
+//! message waits here for a router buffer is not silent.
 //! Topology: routers on tcp and tcp1, peer B on tcp1 (its probes answered), NIDs on tcp1
-//! that no node holds (dead peer NIs).
+//! that no node holds (dead peer NIs), end node A on tcp.
 
 #![allow(
     clippy::unwrap_used,
@@ -14,14 +15,16 @@
 )]
 
 mod fabric_support;
-use fabric_support::{nid, Fab, BOUND};
+use fabric_support::{drop_sends, md, nid, put, Fab, BOUND};
 
 use std::time::Duration;
 
 use actors::events::Event;
 use actors::{Node, NodeConfig};
+use bytes::Bytes;
 use lnd::fabric::{Fabric, FabricConfig};
 use lnet::fault::{FaultPath, FaultRule, FaultTrigger, NidMatch};
+use lnet::route::RouteSpec;
 use lnet::tunables::{TunableName, Tunables};
 use lnet::Nid;
 use tokio::sync::broadcast;
@@ -212,6 +215,93 @@ async fn net_show_prints_the_ni_of_a_silent_far_net_down_while_it_is_advertised_
         assert!(b.remove_fault_rule(deaf));
         tokio::time::sleep(Duration::from_secs(20)).await;
         assert_eq!(status(&r.net_show().await.unwrap()), (NiStatus::Up, 0));
+    })
+    .await
+    .unwrap();
+}
+
+/// A router that holds a peer's message, waiting for a router buffer, has heard that
+/// peer's net: while it waits the net is not made DOWN, even though the peer answers no
+/// probe (as an o2ib peer out of credits towards the router cannot); once it has moved
+/// on, the silent net goes DOWN as before.
+#[actix::test]
+async fn a_net_whose_message_waits_for_a_router_buffer_is_not_silent() {
+    tokio::time::pause();
+    timeout(BOUND, async {
+        let fabric = Fabric::new();
+        let r_near = "10.0.0.2@tcp";
+        let r_far = "10.0.1.2@tcp1";
+        let mut tunables = Tunables::default();
+        tunables.set(TunableName::Routing, 1).unwrap();
+        tunables.set(TunableName::LargeBuffers, 1).unwrap();
+        let r = Node::start(NodeConfig {
+            tunables,
+            ..NodeConfig::default()
+        });
+        for n in [r_near, r_far] {
+            r.add_ni::<Fab>(FabricConfig::new(&fabric, nid(n)), 64)
+                .await
+                .unwrap();
+        }
+        let a = start(&fabric, false, &["10.0.0.1@tcp"]).await;
+        let mut at_a = a.attach(md()).await.unwrap();
+        let b = start(&fabric, false, &[B]).await;
+        let route = |net: &str, gw: &str| RouteSpec {
+            net: net.parse().unwrap(),
+            gateway: nid(gw),
+            hops: Some(1),
+            priority: 0,
+        };
+        a.add_route(route("tcp1", r_near)).await.unwrap();
+        b.add_route(route("tcp", r_far)).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The router's one large buffer is held 5 s by B's first PUT (its send to A
+        // delayed); B's second waits for it.
+        r.add_fault_rule(
+            FaultRule::delay(
+                NidMatch::Nid(nid(B)),
+                NidMatch::Any,
+                FaultTrigger::All,
+                5000,
+            )
+            .on(FaultPath::Send),
+        )
+        .unwrap();
+        let large = |n: u64| {
+            let mut p = put(nid("10.0.0.1@tcp"), false, 60);
+            p.hdr_data = n;
+            p.payload = Bytes::from(vec![7u8; 8192]);
+            p
+        };
+        let mut events = r.events().subscribe();
+        for n in [1, 2] {
+            let sent = b.put(large(n)).await.unwrap().finish().await;
+            assert!(sent.iter().all(|e| e.status.is_ok()), "{sent:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(r.routing_show().await.unwrap().buffers.waiting, 1);
+        // From now on B sends nothing: no probe of tcp1 is answered. Silent that long,
+        // tcp1 would be DOWN within 2 s.
+        b.add_fault_rule(drop_sends()).unwrap();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(r.routing_show().await.unwrap().buffers.waiting, 1);
+        let downs = tcp1_downs(&mut events);
+        assert!(
+            downs.is_empty(),
+            "tcp1 DOWN while B's message waited: {downs:?}"
+        );
+        // The first PUT leaves, the second gets the buffer and leaves 5 s later: tcp1,
+        // silent since, goes DOWN.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(r.routing_show().await.unwrap().buffers.waiting, 0);
+        assert!(!tcp1_downs(&mut events).is_empty(), "tcp1 went DOWN");
+        let got: Vec<u64> = std::iter::from_fn(|| at_a.try_recv().ok())
+            .filter_map(|m| match m.header.msg {
+                lnet::Message::Put { hdr_data, .. } => Some(hdr_data),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got, vec![1, 2], "both PUTs reached A");
     })
     .await
     .unwrap();

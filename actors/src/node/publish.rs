@@ -9,7 +9,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use lnet::forward::{ForwardNi, ForwardRoute, ForwardTable, MrPeer};
 use lnet::health::check::NiState;
-use lnet::netcheck::{Heard, NetChange};
+use lnet::netcheck::Heard;
 use lnet::route::GatewayAlive;
 use lnet::time::Millis;
 use lnet::{Net, Nid};
@@ -17,7 +17,6 @@ use lnet::{Net, Nid};
 use super::fast_path::{Adopted, ForwardSnapshot, PathNi, PathPeerNi};
 use super::peers::Peer;
 use super::LnetActor;
-use crate::events::{Event, NetStatusReason};
 
 /// When each local net was last heard from by the forwarding path, and how much of it
 /// the net check has seen.
@@ -132,33 +131,20 @@ impl LnetActor {
         if !self.config.tunables.routing() {
             return;
         }
-        let mode = self.routes.net_check;
-        let mut up = Vec::new();
+        let mut heard = Vec::new();
         for (net, (h, seen)) in &mut self.path_heard.nets {
             let at = h.load(Relaxed);
             if at <= *seen {
                 continue;
             }
             *seen = at;
-            let when = Millis(at.saturating_sub(1));
-            let change = self
-                .routes
-                .nets
-                .get_mut(net)
-                .and_then(|l| l.heard(when, Heard::Other, mode));
-            if change == Some(NetChange::Up) {
-                up.push(*net);
-            }
+            heard.push((*net, Millis(at.saturating_sub(1))));
         }
-        for net in &up {
-            self.events.publish(Event::NetStatus {
-                at: self.clock.now(),
-                net: *net,
-                up: true,
-                reason: NetStatusReason::Heard,
-            });
+        let mut up = false;
+        for (net, when) in heard {
+            up |= self.net_heard(net, when, Heard::Other);
         }
-        if !up.is_empty() {
+        if up {
             self.push_all(ctx);
         }
     }

@@ -49,22 +49,30 @@ impl LnetActor {
             }
         ) && !self.is_local(&rx.header.src_nid);
         let what = if ping { Heard::Ping } else { Heard::Other };
+        if self.net_heard(rx.ni.net, now, what) {
+            self.push_all(ctx);
+        }
+    }
+
+    /// The net check counts `what`, heard on local net `net` at `at`: whether the net
+    /// came UP with it (published as an event; the caller pushes).
+    pub(super) fn net_heard(&mut self, net: Net, at: Millis, what: Heard) -> bool {
         let mode = self.routes.net_check;
-        let net = rx.ni.net;
         let change = self
             .routes
             .nets
             .get_mut(&net)
-            .and_then(|l| l.heard(now, what, mode));
-        if change == Some(NetChange::Up) {
-            self.events.publish(Event::NetStatus {
-                at: now,
-                net,
-                up: true,
-                reason: NetStatusReason::Heard,
-            });
-            self.push_all(ctx);
+            .and_then(|l| l.heard(at, what, mode));
+        if change != Some(NetChange::Up) {
+            return false;
         }
+        self.events.publish(Event::NetStatus {
+            at: self.clock.now(),
+            net,
+            up: true,
+            reason: NetStatusReason::Heard,
+        });
+        true
     }
 }
 
@@ -93,9 +101,16 @@ impl LnetActor {
         if !self.config.tunables.routing() {
             return;
         }
+        // A peer's message this node holds, waiting for a router buffer, was heard on
+        // its net, and the peer may be unable to send more (out of credits towards
+        // this node, as an o2ib peer whose receives stay unposted) until it moves on:
+        // such a net is not silent.
+        let mut changed = false;
+        for net in self.path.pools.nets_waiting() {
+            changed |= self.net_heard(net, now, Heard::Other);
+        }
         let mode = self.routes.net_check;
         let nets: Vec<Net> = self.routes.nets.keys().copied().collect();
-        let mut changed = false;
         for net in nets {
             let peers = self.peer_nis.keys().filter(|p| p.net == net).count();
             let Some(l) = self.routes.nets.get_mut(&net) else {
