@@ -57,6 +57,7 @@ mod fast_path;
 mod faults;
 mod forward;
 mod handle;
+mod held;
 mod lnd_glue;
 mod msg_table;
 mod msgs;
@@ -222,6 +223,8 @@ pub struct LnetActor {
     routes: Routes,
     /// Traffic the forwarding path heard, for the net check.
     path_heard: publish::PathHeard,
+    /// The receives the LNDs wait on this node for, per net (see [`held`]).
+    held: Arc<held::Held>,
     /// Each local net's credits for its peer NIs, as its first NI brought them.
     net_credits: HashMap<Net, NetCredits>,
 }

@@ -330,24 +330,6 @@ impl RouterPools {
         }
     }
 
-    /// The local nets whose peer NIs have a message here waiting for a credit or a
-    /// buffer (a waiter whose connection went away does not count), in order.
-    pub fn nets_waiting(&self) -> Vec<Net> {
-        let mut nets = Vec::new();
-        for cpt in 0..self.cpts.len() {
-            let Some(b) = self.lock(cpt) else {
-                continue;
-            };
-            for (peer, waiter) in b.waiters() {
-                if !waiter.is_closed() && !nets.contains(&peer.net) {
-                    nets.push(peer.net);
-                }
-            }
-        }
-        nets.sort();
-        nets
-    }
-
     /// The pools and credits now.
     pub fn show(&self) -> RoutingView {
         let mut cpts = Vec::new();
@@ -470,32 +452,5 @@ mod tests {
             .expect("granted on release")
             .expect("a buffer");
         assert_eq!(pools.buffer(&t).as_ptr(), at);
-    }
-
-    /// The nets with a message waiting here are those of its senders; a waiter whose
-    /// connection went away no longer counts, and a grant takes its net off.
-    #[test]
-    fn the_nets_waiting_are_those_of_live_waiters() {
-        let pools = RouterPools::new([8, 8, 1], 1, 8);
-        let a = nid("10.0.0.1@tcp");
-        let b = nid("10.0.1.1@tcp1");
-        let c = nid("10.0.2.1@o2ib");
-        assert!(pools.nets_waiting().is_empty());
-        let (held, _) = granted(pools.reserve(a, 1 << 20));
-        let mut answers: Vec<_> = [a, b, c]
-            .into_iter()
-            .map(|from| match pools.reserve(from, 1 << 20) {
-                Reservation::Waiting(answer) => answer,
-                _ => panic!("the one large buffer is taken: {from} waits"),
-            })
-            .collect();
-        assert_eq!(pools.nets_waiting(), vec![a.net, b.net, c.net]);
-        // c's connection went away.
-        drop(answers.pop());
-        assert_eq!(pools.nets_waiting(), vec![a.net, b.net]);
-        // a's second message gets the buffer.
-        pools.release(held);
-        assert!(answers[0].try_recv().is_ok_and(|r| r.is_ok()));
-        assert_eq!(pools.nets_waiting(), vec![b.net]);
     }
 }

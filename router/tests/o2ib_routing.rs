@@ -232,7 +232,8 @@ async fn puts_and_gets_cross_a_router_between_tcp_and_o2ib_both_ways() {
 /// The router's large pool (4 buffers) filled from both directions through its one o2ib
 /// NI: 1 MiB PUTs from A to B and from B to A at once, more in flight than there are
 /// buffers. A receive that finds no buffer is parked while the NI goes on with its other
-/// work, so every PUT completes with its ACK.
+/// work, so every PUT completes with its ACK; and the router, which holds what B sent,
+/// never finds the o2ib net silent while B, out of credits towards it, can send nothing.
 #[actix::test]
 async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_nothing() {
     let Some(ips) =
@@ -259,6 +260,7 @@ async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_no
     };
     let _at_a = a.attach(md()).await.unwrap();
     let _at_b = b.attach(md()).await.unwrap();
+    let mut events = r.events().subscribe();
     let send_all = |from: Node, to: Nid, seed: u8| async move {
         let mut running = tokio::task::JoinSet::new();
         let mut started = 0usize;
@@ -295,6 +297,15 @@ async fn the_large_pool_filled_from_both_directions_through_one_o2ib_ni_drops_no
     .await
     .expect("bounded: no NI wedged");
     assert_eq!((ab, ba), (EACH, EACH), "every PUT ACKed both ways");
+    let mut downs = Vec::new();
+    loop {
+        match events.try_recv() {
+            Ok(e @ actors::events::Event::NetStatus { up: false, .. }) => downs.push(e),
+            Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
+    assert!(downs.is_empty(), "a net went DOWN: {downs:?}");
     let show = r.routing_show().await.unwrap();
     let large: Vec<_> = show.buffers.cpts.iter().map(|c| c[2]).collect();
     let low = large.iter().map(|p| p.mincredits).min().unwrap();

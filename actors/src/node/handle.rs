@@ -23,6 +23,7 @@ use super::discovery::{DiscoveredPeer, LearnPeer, OwnInfo, PingFailure, PingRepl
 use super::error::{LndStartError, NodeError};
 use super::fast_path::{ForwardPath, ForwardingCounts};
 use super::forward::{DrainState, Drained, EndDrain, ForwardsInFlight, StartDrain};
+use super::held::Held;
 use super::lnd_glue::{ChannelStream, Inbound, NodeHandler, RxPolicy, UnboundedStream};
 use super::msgs::{
     AddNi, Counters, GetUdsp, LinksDown, ListDrivers, ListNis, ListRecovery, RemoveNi, SetNiHealth,
@@ -97,6 +98,7 @@ impl Node {
             routing: config.tunables.routing(),
         }));
         let routes = Routes::new(config.router_check, config.net_check);
+        let held = Arc::new(Held::default());
         let actor = LnetActor {
             config,
             clock,
@@ -126,6 +128,7 @@ impl Node {
             policy: Arc::clone(&policy),
             routes,
             path_heard: Default::default(),
+            held: Arc::clone(&held),
             net_credits: HashMap::new(),
         };
         // The LNDs' completions and received messages go straight into the actor.
@@ -147,6 +150,7 @@ impl Node {
                     .collect(),
                 path,
                 faults: faults.clone(),
+                held,
             }),
             clock,
             faults,

@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::fast_path::published::{self, Kept, Published};
 use super::fast_path::{Adopted, Forward, ForwardPath};
+use super::held::Held;
 use super::LnetActor;
 use crate::fault::FaultRules;
 use crate::router::{Reservation, Ticket};
@@ -40,6 +41,8 @@ pub struct NodeHandler {
     /// it (see [`crate::fault`]).
     pub(super) faults: FaultRules,
     pub(super) path: Arc<ForwardPath>,
+    /// The waits this handler makes the LNDs' receives wait, per net they came on.
+    pub(super) held: Arc<Held>,
 }
 
 thread_local! {
@@ -90,7 +93,7 @@ impl NodeHandler {
         // Store and forward: wait for a peer router-buffer credit and a buffer.
         match self.path.pools.reserve(rx.from.nid, len) {
             Reservation::Granted(t, memory) => Ok(self.hold(&rx, t, memory)),
-            Reservation::Waiting(answer) => Err(Box::pin(async move {
+            Reservation::Waiting(answer) => Err(self.held.wait(rx.ni.net, async move {
                 match answer.await {
                     Ok(Ok(t)) => {
                         let memory = self.path.pools.buffer(&t);
@@ -144,7 +147,7 @@ impl LndHandler for NodeHandler {
             // Dropped silently: the payload is read and thrown away.
             Some(FaultVerdict::Drop) => Ok(RxDecision::Discard),
             // Held, and the connection it came on with it.
-            Some(FaultVerdict::Delay(by)) => Err(Box::pin(async move {
+            Some(FaultVerdict::Delay(by)) => Err(self.held.wait(rx.ni.net, async move {
                 tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
                 match self.place(rx) {
                     Ok(decision) => decision,
@@ -161,10 +164,11 @@ impl LndHandler for NodeHandler {
             // The entry stays, empty, for the next message (removed when the peer goes down).
             pending.get_mut(&key).and_then(Vec::pop)
         });
+        let net = msg.ni.net;
         let inbound = match ticket {
             Some(t) => match self.path.forward(msg, t) {
                 Forward::Sent => return None,
-                Forward::Waits(send) => return Some(Box::pin(self.path.send(send))),
+                Forward::Waits(send) => return Some(self.held.wait(net, self.path.send(send))),
                 Forward::Refused(msg, t) => Inbound::Message(msg, Some(t)),
             },
             None => Inbound::Message(msg, None),
@@ -172,9 +176,11 @@ impl LndHandler for NodeHandler {
         match self.received.try_send(inbound) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
             // The node is busy: this connection reads nothing until it takes the message.
-            Err(mpsc::error::TrySendError::Full(inbound)) => Some(Box::pin(async move {
-                let _ = self.received.send(inbound).await;
-            })),
+            Err(mpsc::error::TrySendError::Full(inbound)) => {
+                Some(self.held.wait(net, async move {
+                    let _ = self.received.send(inbound).await;
+                }))
+            }
         }
     }
 

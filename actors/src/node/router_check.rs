@@ -101,12 +101,11 @@ impl LnetActor {
         if !self.config.tunables.routing() {
             return;
         }
-        // A peer's message this node holds, waiting for a router buffer, was heard on
-        // its net, and the peer may be unable to send more (out of credits towards
-        // this node, as an o2ib peer whose receives stay unposted) until it moves on:
-        // such a net is not silent.
+        // A net whose peer's message this node holds while an LND waits on it (for a
+        // router buffer, a credit of the next hop, ...) was heard, and the peer may be
+        // unable to send more until the node reads on: such a net is not silent.
         let mut changed = false;
-        for net in self.path.pools.nets_waiting() {
+        for net in self.held.nets() {
             changed |= self.net_heard(net, now, Heard::Other);
         }
         let mode = self.routes.net_check;
