@@ -233,6 +233,17 @@ impl NetLiveness {
         out
     }
 
+    /// The caller could not look at the net for `missed` before `now` (its check ran
+    /// that late: whatever arrived meanwhile, a probe's answer too, may not be counted
+    /// yet): that time counts neither as silence nor as a probe's wait. A node starved
+    /// of CPU does not find its nets silent for it.
+    pub fn unobserved(&mut self, now: Millis, missed: Millis) {
+        let later = |t: Millis| Millis(t.0.saturating_add(missed.0)).min(now);
+        self.last_heard = later(self.last_heard).max(self.last_heard);
+        self.in_flight = self.in_flight.map(|t| later(t).max(t));
+        self.first_probe = self.first_probe.map(|t| later(t).max(t));
+    }
+
     /// Forget the silence before `now` (e.g. when the mode changes or routing is turned
     /// on), keeping the status.
     pub fn restart(&mut self, now: Millis) {

@@ -23,6 +23,11 @@ use crate::events::{Event, NetStatusReason, RouteCause};
 /// How often the router checker and the net check look at the clock.
 pub(super) const ROUTER_TICK: Duration = Duration::from_millis(100);
 
+/// [`ROUTER_TICK`] in milliseconds.
+fn tick_ms() -> u64 {
+    u64::try_from(ROUTER_TICK.as_millis()).unwrap_or(u64::MAX)
+}
+
 impl LnetActor {
     /// Something arrived: a routed message from a dead gateway revives it; while routing,
     /// the net it came on is alive.
@@ -81,6 +86,11 @@ impl LnetActor {
     /// checks and probes the local nets.
     pub(super) fn router_tick(&mut self, ctx: &mut Context<Self>) {
         let now = self.clock.now();
+        let since = self
+            .routes
+            .last_tick
+            .replace(now)
+            .map(|t| now.saturating_sub(t));
         let interval = self.routes.check.interval;
         if interval > Millis::ZERO {
             let due: Vec<Nid> = self
@@ -100,6 +110,16 @@ impl LnetActor {
         }
         if !self.config.tunables.routing() {
             return;
+        }
+        // A check that ran more than a tick late could not count what arrived meanwhile
+        // (this node was starved of CPU, or busy): the time it missed is not silence.
+        if let Some(missed) = since
+            .filter(|s| s.as_millis() > 2 * tick_ms())
+            .map(|s| s.saturating_sub(Millis(tick_ms())))
+        {
+            for l in self.routes.nets.values_mut() {
+                l.unobserved(now, missed);
+            }
         }
         // A net whose peer's message this node holds while an LND waits on it (for a
         // router buffer, a credit of the next hop, ...) was heard, and the peer may be

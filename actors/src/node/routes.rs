@@ -45,6 +45,8 @@ pub(super) struct Routes {
     pub(super) check: RouterCheck,
     pub(super) net_check: NetCheckMode,
     pub(super) draining: bool,
+    /// When the router checker last ran.
+    pub(super) last_tick: Option<Millis>,
 }
 
 impl Routes {
@@ -57,6 +59,7 @@ impl Routes {
             check,
             net_check,
             draining: false,
+            last_tick: None,
         }
     }
 

@@ -236,3 +236,68 @@ fn off_mode_brings_a_down_net_back() {
     n.tick(Millis(200_001), NetCheckMode::Off, 1);
     assert!(!n.is_down());
 }
+
+/// Ticks every `every` ms from `from` to `to`, each `every - TICK` late (the caller's
+/// check ran that late: `unobserved` first, if `missed`); a probe is answered, if
+/// `answers`, when the second tick after it is over, as a reply queued behind a busy
+/// node is.
+fn run_late(
+    n: &mut NetLiveness,
+    from: u64,
+    to: u64,
+    every: u64,
+    answers: bool,
+    missed: bool,
+) -> Run {
+    let mut out = Run::default();
+    let mut answers_due: Vec<(u64, u64)> = Vec::new();
+    for t in (from..=to).step_by(every as usize) {
+        if missed {
+            n.unobserved(Millis(t), Millis(every - TICK));
+        }
+        let tick = n.tick(Millis(t), ACTIVE, 1);
+        if tick.down {
+            out.downs.push(t);
+        }
+        for (_, at) in answers_due.extract_if(.., |(after, _)| *after <= t) {
+            n.heard(Millis(at), Heard::Other, ACTIVE);
+        }
+        if let Some(peer) = tick.probe {
+            out.probes.push((t, peer));
+            if answers {
+                let after = t + 2 * every;
+                answers_due.push((after, after + 10));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_check_that_runs_late_does_not_count_the_time_it_missed_as_silence() {
+    // Checks 700 ms apart, each answer counted two checks later: the time counted in
+    // full, every probe looks lost and the quiet net that answers goes DOWN.
+    let mut n = NetLiveness::new(Millis(0));
+    let r = run_late(&mut n, 700, 30_100, 700, true, false);
+    assert!(!r.downs.is_empty(), "{r:?}");
+    // The time the checks missed not counted: never DOWN.
+    let mut n = NetLiveness::new(Millis(0));
+    let r = run_late(&mut n, 700, 30_100, 700, true, true);
+    assert!(r.downs.is_empty(), "{r:?}");
+    assert!(!r.probes.is_empty());
+    // A net that answers nothing still goes DOWN, within 15 s of checks this late.
+    let mut n = NetLiveness::new(Millis(0));
+    let r = run_late(&mut n, 700, 30_100, 700, false, true);
+    assert!(r.downs.first().is_some_and(|t| *t <= 15_000), "{r:?}");
+}
+
+#[test]
+fn time_not_observed_never_moves_a_net_past_now() {
+    let mut n = NetLiveness::new(Millis(0));
+    n.unobserved(Millis(200), Millis(10_000));
+    assert_eq!(n.last_heard(), Millis(200));
+    // Heard after `now` (a later clock read of another thread): kept.
+    n.heard(Millis(900), Heard::Other, ACTIVE);
+    n.unobserved(Millis(800), Millis(500));
+    assert_eq!(n.last_heard(), Millis(900));
+}
