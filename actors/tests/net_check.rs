@@ -222,7 +222,7 @@ async fn net_show_prints_the_ni_of_a_silent_far_net_down_while_it_is_advertised_
 
 /// A router that holds a peer's message, waiting for a router buffer, has heard that
 /// peer's net: while it waits the net is not made DOWN, even though the peer answers no
-/// probe (as an o2ib peer out of credits towards the router cannot); once it has moved
+/// probe (as one whose connection the router has stopped reading cannot); once it has moved
 /// on, the silent net goes DOWN as before.
 #[actix::test]
 async fn a_net_whose_message_waits_for_a_router_buffer_is_not_silent() {

@@ -4,8 +4,8 @@
 //!
 //! The net check counts such a net as heard for as long as a wait lasts: the node has what
 //! the peer sent, and the peer may be unable to send anything more, even the answer to a
-//! probe, until the node reads on (a socklnd connection whose reader waits, an o2ib peer
-//! out of credits). Only waits are counted, never a message that goes straight through:
+//! probe, until the node reads on (a socklnd connection whose reader waits leaves
+//! everything the peer sent after that message unread). Only waits are counted, never a message that goes straight through:
 //! nothing is written per message on the fast path.
 
 use std::future::Future;
