@@ -623,7 +623,9 @@ async fn a_peer_killed_mid_transfer_drops_the_sends() {
         return;
     };
     let port = 26987;
-    let mut b = Node::start(config(vm.ip[1], port), Mode::Receive).await;
+    // B takes the first PUT and leaves every later PUT_REQ unanswered: those sends are
+    // on the wire or waiting for B's PUT_ACK when B goes away, whatever the timing.
+    let mut b = Node::start(config(vm.ip[1], port), Mode::HoldFrom(1)).await;
     let mut a = Node::start(config(vm.ip[0], port), Mode::Receive).await;
     for i in 0..16u64 {
         let payload = pattern(1 << 20, i);
@@ -631,6 +633,11 @@ async fn a_peer_killed_mid_transfer_drops_the_sends() {
             .await;
     }
     let _ = b.message().await;
+    let t0 = Instant::now();
+    while *b.handler.seen.lock().unwrap() < 2 {
+        assert!(t0.elapsed() < WAIT, "the second PUT_REQ never reached B");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     b.lnd.stop().await;
     let mut count: HashMap<HealthStatus, usize> = HashMap::new();
     for _ in 0..16 {
@@ -648,6 +655,7 @@ async fn a_peer_killed_mid_transfer_drops_the_sends() {
         );
     }
     println!("16 x 1 MiB, peer stopped after the first arrived: {count:?}");
+    assert_eq!(count.get(&HealthStatus::Ok).copied(), Some(1));
     assert!(
         count
             .get(&HealthStatus::RemoteDropped)
