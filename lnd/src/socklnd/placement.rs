@@ -88,16 +88,24 @@ pub struct Candidate {
 
 /// The index of the connection `traffic` goes on, if any can carry it.
 pub fn choose(candidates: &[Candidate], traffic: Traffic, min_bulk: usize) -> Option<usize> {
-    candidates
-        .iter()
-        .enumerate()
-        .filter_map(|(i, c)| fit(c.version, c.ctype, traffic, min_bulk).map(|f| (i, f, c)))
-        .max_by(|(_, fa, a), (_, fb, b)| {
-            fa.cmp(fb)
-                .then(b.queued_bytes.cmp(&a.queued_bytes))
-                .then(b.last_used.cmp(&a.last_used))
-        })
-        .map(|(i, _, _)| i)
+    // The best so far: its index, fit, queued bytes and last use. Of equals the later
+    // one wins. A plain loop over plain values: this runs for every send.
+    let mut best: Option<(usize, Fit, usize, u64)> = None;
+    for (i, c) in candidates.iter().enumerate() {
+        let Some(f) = fit(c.version, c.ctype, traffic, min_bulk) else {
+            continue;
+        };
+        let better = best.is_none_or(|(_, bf, bq, bl)| {
+            f.cmp(&bf)
+                .then(bq.cmp(&c.queued_bytes))
+                .then(bl.cmp(&c.last_used))
+                .is_ge()
+        });
+        if better {
+            best = Some((i, f, c.queued_bytes, c.last_used));
+        }
+    }
+    best.map(|(i, ..)| i)
 }
 
 /// A ZC-ACK or keepalive goes where non-blocking NOOPs belong, or else wherever a NOOP
@@ -200,5 +208,8 @@ mod tests {
         assert_eq!(choose(&set, big, MB), Some(2));
         let tie = [c(BulkOut, 0, 7), c(BulkOut, 0, 2), c(Control, 0, 0)];
         assert_eq!(choose(&tie, big, MB), Some(1));
+        // Equal in every way: the later one.
+        let same = [c(BulkOut, 0, 2), c(BulkOut, 0, 2), c(Control, 0, 0)];
+        assert_eq!(choose(&same, big, MB), Some(1));
     }
 }
