@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,12 +16,16 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::config::{ConfigError, SockLndConfig};
 use super::handshake::{self, HandshakeError, PassiveDecision};
 use super::peer::cmd::PeerCmd;
+use super::peer::recent;
 use super::peer::tx::{PeerTx, Pushed};
 use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use super::tunables::LiveTunables;
 use crate::counters::LndCounters;
 use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
+
+/// Instance numbers of the NIs started in this process.
+static NI_INSTANCES: AtomicU64 = AtomicU64::new(1);
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before the next one.
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
@@ -109,8 +113,23 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
 }
 
 impl<H: LndHandler> SockLnd<H> {
-    /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer.
+    /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer: one this
+    /// thread sent to lately without the NI's peer table ([`recent`]).
     fn accept(&self, tx: &TxRequest) -> Result<Arc<PeerTx>, SendError> {
+        self.check(tx)?;
+        let peer = ProcessId::lustre(tx.peer);
+        let instance = self.shared.instance;
+        if let Some(handle) = recent::find(instance, &peer) {
+            return Ok(handle);
+        }
+        let ni = self.shared.me.nid;
+        let handle = self.shared.peer_tx(peer).ok_or(SendError::Stopped { ni })?;
+        recent::keep(instance, peer, Arc::clone(&handle));
+        Ok(handle)
+    }
+
+    /// Refuses `tx` if this NI cannot send it.
+    fn check(&self, tx: &TxRequest) -> Result<(), SendError> {
         let ni = self.shared.me.nid;
         let peer = tx.peer;
         if peer.net != ni.net {
@@ -126,10 +145,7 @@ impl<H: LndHandler> SockLnd<H> {
         SendError::check_payload_length(tx)?;
         tx.header.check_lnet().map_err(bad)?;
         // Refused now if the header cannot go on the wire.
-        tx.header.check_nid4().map_err(bad)?;
-        self.shared
-            .peer_tx(ProcessId::lustre(peer))
-            .ok_or(SendError::Stopped { ni })
+        tx.header.check_nid4().map_err(bad)
     }
 }
 
@@ -150,6 +166,7 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
         let local_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let (stop_tx, stop_rx) = watch::channel(false);
         let shared = Arc::new(NiShared {
+            instance: NI_INSTANCES.fetch_add(1, Ordering::Relaxed),
             me: ProcessId::lustre(config.nid),
             tunables: Arc::new(LiveTunables::new(&config)),
             cfg: config,

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 mod close;
 pub(crate) mod cmd;
+pub(crate) mod recent;
 pub(crate) mod tx;
 
 use super::config::SockLndConfig;
@@ -55,6 +56,8 @@ const TCP_KEEPALIVE: (Duration, Duration, u32) =
 
 /// What the tasks of one NI share.
 pub(crate) struct NiShared<H> {
+    /// This NI's instance number: unique in the process, whatever its NID.
+    pub(crate) instance: u64,
     /// The configuration the NI started with; its `timeout` and `conns_per_peer` are read
     /// from `tunables`, which change while the NI runs.
     pub(crate) cfg: SockLndConfig,
