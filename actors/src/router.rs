@@ -3,10 +3,12 @@
 //! its own, charged in place by the receiving path; and the router actor that owns them.
 //!
 //! When a message for another node arrives, the LND hands its header up first; the
-//! [`crate::NodeHandler`] reserves a buffer ([`RouterPools::reserve`]) before the payload
-//! is read. When no peer router-buffer credit or no buffer of the right pool is free, the
-//! reservation waits: the connection reads nothing more, so the sender feels
-//! back-pressure and nothing is dropped. When the send to the next hop is over the buffer
+//! [`crate::NodeHandler`] reserves a buffer ([`RouterPools::reserve_held`]) before the
+//! payload is read; the pools hold it for the message until its payload is in
+//! ([`RouterPools::take_held`]), or give it back if its peer goes away first
+//! ([`RouterPools::release_held`]). When no peer router-buffer credit or no buffer of
+//! the right pool is free, the reservation waits: the connection reads nothing more, so
+//! the sender feels back-pressure and nothing is dropped. When the send to the next hop is over the buffer
 //! is given back ([`RouterPools::release`]) and the oldest waiting reservation of that
 //! CPT gets it.
 //!
@@ -82,6 +84,10 @@ struct CptPools {
     /// the kernel's pools keep their pages, a buffer's memory is used again rather than
     /// freed and faulted in afresh. At most as many as the pool has buffers.
     spare: [Vec<BytesMut>; 2],
+    /// Buffers granted to messages whose payload is being read, by local NI, sending
+    /// peer NI and pool ([`RouterPools::reserve_held`]): buffers of one pool from one
+    /// peer NI are alike, so a count is all there is to keep.
+    held: FxHashMap<(Nid, Nid, PoolKind), u32>,
 }
 
 /// Bytes of one buffer of `pool`, and its index in [`CptPools::spare`] (the tiny pool's
@@ -158,6 +164,7 @@ impl RouterPools {
                         buffers: RouterBuffers::new(per_cpt, peer_credits),
                         net_credits: FxHashMap::default(),
                         spare: [Vec::new(), Vec::new()],
+                        held: FxHashMap::default(),
                     })
                 })
                 .collect(),
@@ -194,6 +201,17 @@ impl RouterPools {
     /// A buffer for `len` payload bytes from peer NI `peer`, charged to its router
     /// credits; when granted at once, with its memory, taken under the same lock.
     pub fn reserve(&self, peer: Nid, len: u32) -> Reservation {
+        self.reserve_on(None, peer, len)
+    }
+
+    /// [`RouterPools::reserve`] for a message arriving on local NI `ni` whose payload
+    /// is read next: a buffer granted at once is held for it, under the same lock, until
+    /// [`RouterPools::take_held`] (one that waited, once [`RouterPools::hold`] is called).
+    pub fn reserve_held(&self, ni: Nid, peer: Nid, len: u32) -> Reservation {
+        self.reserve_on(Some(ni), peer, len)
+    }
+
+    fn reserve_on(&self, held_on: Option<Nid>, peer: Nid, len: u32) -> Reservation {
         let cpt = self.cpt_of(&peer);
         let Some(mut b) = self.lock(cpt) else {
             return Reservation::Refused(BufferError::TooLarge { len });
@@ -211,6 +229,9 @@ impl RouterPools {
         });
         match (requested, answer) {
             (Requested::Granted(grant), _) => {
+                if let Some(ni) = held_on {
+                    *b.held.entry((ni, peer, grant.pool)).or_default() += 1;
+                }
                 // Registered memory, when there is any, is taken outside the pool's lock
                 // (a new buffer is registered with each o2ib NI first).
                 let registered = self.uses_registered(grant.pool);
@@ -230,6 +251,60 @@ impl RouterPools {
             (Requested::Refused(_, e), _) => Reservation::Refused(e),
             // A wait always made its channel.
             (Requested::Waiting, None) => Reservation::Refused(BufferError::TooLarge { len }),
+        }
+    }
+
+    /// Holds `ticket`, granted after a wait, for the message arriving on local NI `ni`
+    /// whose payload is read next (see [`RouterPools::reserve_held`]).
+    pub fn hold(&self, ni: Nid, ticket: &Ticket) {
+        if let Some(mut b) = self.lock(ticket.cpt) {
+            *b.held
+                .entry((ni, ticket.grant.peer, ticket.grant.pool))
+                .or_default() += 1;
+        }
+    }
+
+    /// The buffer held for a message of `len` payload bytes from peer NI `peer` on local
+    /// NI `ni`, now read whole; `None` if none is held for it (a message for this node).
+    pub fn take_held(&self, ni: Nid, peer: Nid, len: u32) -> Option<Ticket> {
+        let pool = PoolKind::for_payload(len)?;
+        let cpt = self.cpt_of(&peer);
+        let mut b = self.lock(cpt)?;
+        let n = b.held.get_mut(&(ni, peer, pool))?;
+        // The entry stays, at 0, for the peer's next message (see `release_held`).
+        *n = n.checked_sub(1)?;
+        Some(Ticket {
+            cpt,
+            grant: Grant { peer, pool },
+        })
+    }
+
+    /// Gives back every buffer held for messages from peer NI `peer` on local NI `ni`:
+    /// the peer is gone, their payloads will never be read.
+    pub fn release_held(&self, ni: Nid, peer: Nid) {
+        let cpt = self.cpt_of(&peer);
+        let lost: Vec<PoolKind> = match self.lock(cpt) {
+            Some(mut b) => {
+                let mut lost = Vec::new();
+                b.held.retain(|(n, p, pool), count| {
+                    let gone = *n == ni && *p == peer;
+                    if gone {
+                        lost.extend(std::iter::repeat_n(
+                            *pool,
+                            usize::try_from(*count).unwrap_or(0),
+                        ));
+                    }
+                    !gone
+                });
+                lost
+            }
+            None => Vec::new(),
+        };
+        for pool in lost {
+            self.release(Ticket {
+                cpt,
+                grant: Grant { peer, pool },
+            });
         }
     }
 
@@ -452,5 +527,75 @@ mod tests {
             .expect("granted on release")
             .expect("a buffer");
         assert_eq!(pools.buffer(&t).as_ptr(), at);
+    }
+
+    /// The credits of peer NI `peer` and the free buffers of each pool.
+    fn state(pools: &RouterPools, peer: Nid) -> (i32, [i32; 3]) {
+        let view = pools.show();
+        let credits = view
+            .peers
+            .iter()
+            .find(|(n, _)| *n == peer)
+            .map_or(i32::MIN, |(_, c)| c.credits);
+        let [t, s, l] = view.cpts[0];
+        (credits, [t.credits, s.credits, l.credits])
+    }
+
+    /// A buffer held for a message being read is taken by that message once, whichever
+    /// way it was granted; those of a peer that went away go back to the pools and to
+    /// its credits, and only its own.
+    #[test]
+    fn buffers_held_for_messages_being_read_are_taken_once_or_given_back_with_the_peer() {
+        let pools = RouterPools::new([8, 8, 1], 1, 8);
+        let (ni, other_ni) = (nid("10.0.0.9@tcp"), nid("10.0.1.9@tcp1"));
+        let (a, b) = (nid("10.0.0.1@tcp"), nid("10.0.0.2@tcp"));
+        let idle = state(&pools, a);
+        // Nothing held: a message for this node.
+        assert!(pools.take_held(ni, a, 0).is_none());
+
+        granted(pools.reserve_held(ni, a, 0));
+        granted(pools.reserve_held(ni, a, 0));
+        let t = pools.take_held(ni, a, 0).expect("held");
+        assert_eq!(
+            t.grant,
+            Grant {
+                peer: a,
+                pool: PoolKind::Tiny
+            }
+        );
+        // Held on another NI, or for another pool: not this message's.
+        assert!(pools.take_held(other_ni, a, 0).is_none());
+        assert!(pools.take_held(ni, a, 100).is_none());
+        pools.release(t);
+        assert!(pools.take_held(ni, a, 0).is_some_and(|t| {
+            pools.release(t);
+            true
+        }));
+        assert!(pools.take_held(ni, a, 0).is_none());
+        assert_eq!(state(&pools, a).1, idle.1);
+
+        // One held by a, one by b, the large pool's only buffer held by a, and b waiting
+        // for it: a goes away.
+        granted(pools.reserve_held(ni, a, 100));
+        granted(pools.reserve_held(ni, b, 100));
+        granted(pools.reserve_held(ni, a, 1 << 20));
+        let Reservation::Waiting(mut answer) = pools.reserve_held(ni, b, 1 << 20) else {
+            panic!("the one large buffer is held: b waits");
+        };
+        pools.release_held(ni, a);
+        assert_eq!(state(&pools, a).0, 8, "a's credits all back");
+        assert!(pools.take_held(ni, a, 100).is_none());
+        // b's wait is over: it holds the large buffer once told so, and its small one
+        // is still held.
+        let t = answer.try_recv().expect("granted").expect("a buffer");
+        pools.hold(ni, &t);
+        let large = pools
+            .take_held(ni, b, 1 << 20)
+            .expect("held after the wait");
+        let small = pools.take_held(ni, b, 100).expect("still held");
+        pools.release(large);
+        pools.release(small);
+        assert_eq!(state(&pools, b).0, 8);
+        assert_eq!(state(&pools, a).1, idle.1);
     }
 }

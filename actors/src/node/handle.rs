@@ -145,9 +145,6 @@ impl Node {
                 completions: ctx_tx,
                 received: rx_tx,
                 policy,
-                pending: (0..ncpts)
-                    .map(|_| std::sync::Mutex::new(rustc_hash::FxHashMap::default()))
-                    .collect(),
                 path,
                 faults: faults.clone(),
                 held,

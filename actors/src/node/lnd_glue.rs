@@ -3,16 +3,15 @@
 //! ([`super::fast_path`]) or goes to the actor; other messages and completions go to the
 //! actor on bounded channels, read by it as streams.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::BytesMut;
 use lnd::{lnd::PeerDown, Later, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
 use lnet::fault::{Direction, FaultVerdict};
-use lnet::rtrbuf::PoolKind;
 use lnet::Nid;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use tokio::sync::mpsc;
 
 use super::fast_path::published::{self, Kept, Published};
@@ -21,10 +20,6 @@ use super::held::Held;
 use super::LnetActor;
 use crate::fault::FaultRules;
 use crate::router::{Reservation, Ticket};
-
-/// Buffers granted to messages whose payload is being read, by local NI, peer and pool:
-/// buffers of one pool from one peer are interchangeable.
-type Pending = FxHashMap<(Nid, Nid, PoolKind), Vec<Ticket>>;
 
 /// What the LNDs call. A message for another node waits here for a router buffer before
 /// its payload is read, when the node forwards, then takes the forwarding path; the rest
@@ -35,8 +30,6 @@ pub struct NodeHandler {
     pub(super) received: mpsc::Sender<Inbound>,
     /// Read by every receiving thread, each on its own (no lock they share).
     pub(super) policy: Published<RxPolicy>,
-    /// Buffers granted and not yet filled, per CPT of the sending peer.
-    pub(super) pending: Vec<Mutex<Pending>>,
     /// The node's fault rules, applied to every message received before LNet processes
     /// it (see [`crate::fault`]).
     pub(super) faults: FaultRules,
@@ -68,15 +61,6 @@ pub(crate) enum Inbound {
 }
 
 impl NodeHandler {
-    fn pending(&self, peer: &Nid) -> Option<MutexGuard<'_, Pending>> {
-        let cpt = self.path.pools.cpt_of(peer);
-        self.pending
-            .get(cpt)
-            .map(|m| m.lock().unwrap_or_else(PoisonError::into_inner))
-    }
-}
-
-impl NodeHandler {
     /// Where the payload of a header that passed the fault rules goes: a local message's
     /// into a buffer of its own; a message to forward into a router buffer, once one and
     /// a router-buffer credit of its sending peer are granted (`Err` while that waits).
@@ -90,14 +74,16 @@ impl NodeHandler {
                 usize::try_from(len).unwrap_or(0),
             )));
         }
-        // Store and forward: wait for a peer router-buffer credit and a buffer.
-        match self.path.pools.reserve(rx.from.nid, len) {
-            Reservation::Granted(t, memory) => Ok(self.hold(&rx, t, memory)),
+        // Store and forward: wait for a peer router-buffer credit and a buffer, held for
+        // the message until its payload is in (`on_message_now`).
+        let pools = &self.path.pools;
+        match pools.reserve_held(rx.ni, rx.from.nid, len) {
+            Reservation::Granted(_, memory) => Ok(RxDecision::Receive(memory)),
             Reservation::Waiting(answer) => Err(self.held.wait(rx.ni.net, async move {
                 match answer.await {
                     Ok(Ok(t)) => {
-                        let memory = self.path.pools.buffer(&t);
-                        self.hold(&rx, t, memory)
+                        pools.hold(rx.ni, &t);
+                        RxDecision::Receive(pools.buffer(&t))
                     }
                     Ok(Err(e)) => {
                         tracing::warn!(from = %rx.from.nid, %e, "message to forward refused");
@@ -111,19 +97,6 @@ impl NodeHandler {
                 Ok(RxDecision::Close)
             }
         }
-    }
-
-    /// Keeps the ticket of the buffer granted to `rx` until its payload is in
-    /// ([`LndHandler::on_message_now`]), and reads the payload into that buffer.
-    fn hold(&self, rx: &RxHeader, ticket: Ticket, memory: BytesMut) -> RxDecision {
-        if let Some(pool) = PoolKind::for_payload(rx.header.payload_length) {
-            if let Some(mut p) = self.pending(&rx.from.nid) {
-                p.entry((rx.ni, rx.from.nid, pool))
-                    .or_default()
-                    .push(ticket);
-            }
-        }
-        RxDecision::Receive(memory)
     }
 }
 
@@ -158,12 +131,10 @@ impl LndHandler for NodeHandler {
     }
 
     fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
-        let ticket = PoolKind::for_payload(msg.header.payload_length).and_then(|pool| {
-            let mut pending = self.pending(&msg.from.nid)?;
-            let key = (msg.ni, msg.from.nid, pool);
-            // The entry stays, empty, for the next message (removed when the peer goes down).
-            pending.get_mut(&key).and_then(Vec::pop)
-        });
+        let ticket = self
+            .path
+            .pools
+            .take_held(msg.ni, msg.from.nid, msg.header.payload_length);
         let net = msg.ni.net;
         let inbound = match ticket {
             Some(t) => match self.path.forward(msg, t) {
@@ -197,23 +168,7 @@ impl LndHandler for NodeHandler {
 
     fn on_peer_down(&self, down: PeerDown) {
         // Buffers granted to messages from this peer that will never be read in full.
-        let lost: Vec<Ticket> = match self.pending(&down.peer) {
-            Some(mut pending) => {
-                let keys: Vec<_> = pending
-                    .keys()
-                    .filter(|(ni, peer, _)| *ni == down.ni && *peer == down.peer)
-                    .copied()
-                    .collect();
-                keys.into_iter()
-                    .filter_map(|k| pending.remove(&k))
-                    .flatten()
-                    .collect()
-            }
-            None => Vec::new(),
-        };
-        for t in lost {
-            self.path.pools.release(t);
-        }
+        self.path.pools.release_held(down.ni, down.peer);
         if self.received.try_send(Inbound::PeerDown(down)).is_err() {
             tracing::warn!("peer-down report dropped: the node is busy");
         }
