@@ -254,14 +254,19 @@ impl<H: LndHandler> Writer<H> {
     /// done, and the first one that is not as the one under way.
     fn mark(&self, out: &Coalesced, written: usize) {
         let progress = &self.parts.progress;
-        let mut next = None;
+        // Frames end in `seq` order: one store for the last one done (each store is a
+        // fence on this path, once per write, not once per frame).
+        let (mut done, mut next) = (None, None);
         for (seq, end) in &out.ends {
             if *end <= written {
-                progress.done_through.store(*seq, Ordering::SeqCst);
+                done = Some(*seq);
             } else {
                 next = Some(*seq);
                 break;
             }
+        }
+        if let Some(seq) = done {
+            progress.done_through.store(seq, Ordering::SeqCst);
         }
         progress.current.store(next.unwrap_or(0), Ordering::SeqCst);
     }
