@@ -225,6 +225,22 @@ impl NiCell {
         self.queue().pop_front()
     }
 
+    /// [`NiCell::give_back`] of `n` credits at once: the waiters handed one, oldest
+    /// first.
+    #[must_use = "a waiter handed the credit must be let go"]
+    pub(crate) fn give_back_n(&self, n: u32) -> Vec<Waiter> {
+        let n = i32::try_from(n).unwrap_or(i32::MAX);
+        let before = self.send.credits.fetch_add(n, Relaxed);
+        let owed = before.saturating_neg().min(n);
+        if owed <= 0 {
+            return Vec::new();
+        }
+        // As for one credit: each of them went below zero under the lock, with its
+        // waiter queued.
+        let mut waiting = self.queue();
+        (0..owed).map_while(|_| waiting.pop_front()).collect()
+    }
+
     /// The credits now (negative: that many messages wait).
     pub fn credits(&self) -> i32 {
         self.send.credits.load(Relaxed)
@@ -360,6 +376,24 @@ mod tests {
         assert!(c.give_back().is_none());
         assert!(c.give_back().is_none());
         assert_eq!((c.credits(), c.max_credits(), c.min_credits()), (2, 2, -2));
+    }
+
+    #[test]
+    fn credits_given_back_together_go_to_as_many_waiters_oldest_first() {
+        let c = NiCell::new(2);
+        assert!(c.try_take() && c.try_take());
+        for n in 1..=3 {
+            assert_eq!(c.take_or_queue(n, |_| Waiter::Actor), None);
+        }
+        assert_eq!(c.credits(), -3);
+        // Two back: the two oldest waiters have them.
+        assert_eq!(c.give_back_n(2).len(), 2);
+        assert_eq!(c.credits(), -1);
+        // Three more back: the last waiter has one, two are free.
+        assert_eq!(c.give_back_n(3).len(), 1);
+        assert_eq!(c.credits(), 2);
+        assert!(c.give_back_n(0).is_empty());
+        assert_eq!(c.credits(), 2);
     }
 
     #[test]

@@ -109,6 +109,48 @@ impl CptPools {
     }
 }
 
+/// The memory of `payload`, held by `ticket`'s buffer, to keep for a later message of
+/// its pool (with the index of the pool's spare list): when nothing else holds it and it
+/// is a whole buffer. Registered memory goes back to `registered`.
+fn reusable(
+    ticket: &Ticket,
+    payload: Bytes,
+    registered: &RegisteredMemory,
+) -> Option<(usize, BytesMut)> {
+    if ticket.grant.pool == PoolKind::Large && !payload.is_empty() {
+        registered.give_back(payload.as_ptr() as usize);
+    }
+    buffer_size(ticket.grant.pool).and_then(|(size, i)| {
+        let mut memory = payload.try_into_mut().ok()?;
+        memory.clear();
+        (memory.capacity() >= size).then_some((i, memory))
+    })
+}
+
+/// Gives `ticket`'s buffer back to pools `b` (its CPT's, locked), keeping `memory` when
+/// the pool has room for it; the oldest reservation waiting for it gets it (a waiter
+/// that went away gives it back at once).
+fn give_back_locked(b: &mut CptPools, ticket: Ticket, memory: Option<(usize, BytesMut)>) {
+    let cpt = ticket.cpt;
+    if let Some((i, memory)) = memory {
+        let nbuffers = b
+            .pools()
+            .find(|p| p.npages == ticket.grant.pool.npages())
+            .map_or(0, |p| usize::try_from(p.nbuffers).unwrap_or(0));
+        if let Some(list) = b.spare.get_mut(i) {
+            if list.len() < nbuffers {
+                list.push(memory);
+            }
+        }
+    }
+    let mut granted = b.release(ticket.grant);
+    while let Some((waiter, grant)) = granted.pop() {
+        if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
+            granted.extend(b.release(back.grant));
+        }
+    }
+}
+
 /// Registered large buffers there may be for `large` large buffers on each of `ncpts`
 /// CPTs.
 fn registered_most(large: u32, ncpts: usize) -> usize {
@@ -326,15 +368,29 @@ impl RouterPools {
     /// Gives a buffer back ([`RouterPools::release`]) with the payload it held: when
     /// nothing else holds that memory, it serves a later message of the pool.
     pub fn release_with(&self, ticket: Ticket, payload: Bytes) {
-        if ticket.grant.pool == PoolKind::Large && !payload.is_empty() {
-            self.registered.give_back(payload.as_ptr() as usize);
-        }
-        let memory = buffer_size(ticket.grant.pool).and_then(|(size, i)| {
-            let mut memory = payload.try_into_mut().ok()?;
-            memory.clear();
-            (memory.capacity() >= size).then_some((i, memory))
-        });
+        let memory = reusable(&ticket, payload, &self.registered);
         self.give_back(ticket, memory);
+    }
+
+    /// [`RouterPools::release_with`] for each of `buffers`, holding a CPT's lock for a
+    /// run of buffers of that CPT.
+    pub fn release_all_with(&self, buffers: Vec<(Ticket, Bytes)>) {
+        let mut locked: Option<(usize, MutexGuard<'_, CptPools>)> = None;
+        for (ticket, payload) in buffers {
+            let memory = reusable(&ticket, payload, &self.registered);
+            let b = match &mut locked {
+                Some((at, b)) if *at == ticket.cpt => b,
+                _ => {
+                    // The lock of the CPT before is let go first.
+                    locked = None;
+                    let Some(b) = self.lock(ticket.cpt) else {
+                        continue;
+                    };
+                    &mut locked.insert((ticket.cpt, b)).1
+                }
+            };
+            give_back_locked(b, ticket, memory);
+        }
     }
 
     /// Gives a buffer back; the oldest reservation waiting for it gets it (a waiter that
@@ -346,26 +402,8 @@ impl RouterPools {
     /// [`RouterPools::release`], keeping `memory` (a spare list's index and the memory)
     /// under the same lock when the pool has room for it.
     fn give_back(&self, ticket: Ticket, memory: Option<(usize, BytesMut)>) {
-        let cpt = ticket.cpt;
-        let Some(mut b) = self.lock(cpt) else {
-            return;
-        };
-        if let Some((i, memory)) = memory {
-            let nbuffers = b
-                .pools()
-                .find(|p| p.npages == ticket.grant.pool.npages())
-                .map_or(0, |p| usize::try_from(p.nbuffers).unwrap_or(0));
-            if let Some(list) = b.spare.get_mut(i) {
-                if list.len() < nbuffers {
-                    list.push(memory);
-                }
-            }
-        }
-        let mut granted = b.release(ticket.grant);
-        while let Some((waiter, grant)) = granted.pop() {
-            if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
-                granted.extend(b.release(back.grant));
-            }
+        if let Some(mut b) = self.lock(ticket.cpt) {
+            give_back_locked(&mut b, ticket, memory);
         }
     }
 
@@ -527,6 +565,54 @@ mod tests {
             .expect("granted on release")
             .expect("a buffer");
         assert_eq!(pools.buffer(&t).as_ptr(), at);
+    }
+
+    /// Buffers given back together, from peers of two CPTs, serve the reservations
+    /// waiting for them and come back whole.
+    #[test]
+    fn buffers_given_back_together_go_back_to_their_own_cpts() {
+        let pools = RouterPools::new([8, 2, 8], 2, 8);
+        // Four peers of each CPT, in turn.
+        let mut of_cpt: [Vec<Nid>; 2] = [Vec::new(), Vec::new()];
+        for i in 1..=250 {
+            let p = nid(&format!("10.0.{i}.1@tcp"));
+            if let Some(list) = of_cpt.get_mut(pools.cpt_of(&p)) {
+                if list.len() < 4 {
+                    list.push(p);
+                }
+            }
+        }
+        let [c0, c1] = of_cpt;
+        assert_eq!((c0.len(), c1.len()), (4, 4), "peers on both CPTs");
+        let peers: Vec<Nid> = c0.into_iter().zip(c1).flat_map(|(a, b)| [a, b]).collect();
+        let mut held = Vec::new();
+        let mut waiting = Vec::new();
+        for p in &peers {
+            match pools.reserve(*p, 100) {
+                Reservation::Granted(t, m) => held.push((t, m.freeze())),
+                Reservation::Waiting(w) => waiting.push(w),
+                Reservation::Refused(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(
+            (held.len(), waiting.len()),
+            (4, 4),
+            "two small buffers per CPT"
+        );
+        pools.release_all_with(held);
+        let again: Vec<(Ticket, Bytes)> = waiting
+            .iter_mut()
+            .map(|w| {
+                let t = w.try_recv().expect("granted").expect("a buffer");
+                (t, Bytes::new())
+            })
+            .collect();
+        pools.release_all_with(again);
+        let view = pools.show();
+        for cpt in &view.cpts {
+            assert_eq!(cpt[1].credits, 2, "{view:?}");
+        }
+        assert!(view.peers.iter().all(|(_, c)| c.credits == 8), "{view:?}");
     }
 
     /// The credits of peer NI `peer` and the free buffers of each pool.

@@ -155,6 +155,16 @@ pub trait LndHandler: Send + Sync + 'static {
     /// A send accepted by [`Lnd::send`] is finished.
     fn on_send_complete(&self, done: TxCompletion);
 
+    /// Sends accepted by [`Lnd::send`] that finished together (socklnd: one write put
+    /// them all on the wire), in the order they were sent. Like
+    /// [`LndHandler::on_send_complete`] it must not block. The default completes each in
+    /// turn; a handler may take them as one batch.
+    fn on_sends_complete(&self, done: Vec<TxCompletion>) {
+        for d in done {
+            self.on_send_complete(d);
+        }
+    }
+
     /// A peer went down: its last connection closed or failed (socklnd: after its
     /// sibling connections were closed too), no connection to it is being set up and no
     /// send to it is queued. Called once per loss, and not again until a connection to the

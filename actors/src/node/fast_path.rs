@@ -587,34 +587,97 @@ impl ForwardPath {
     /// A send of the path completed: finished in place when it went well at full
     /// health, else handed to the LNet actor.
     pub(crate) fn complete(&self, done: TxCompletion) {
-        // Counted as forwarded in full under the lock its removal takes.
-        let in_full = |f: &InFlight| {
-            let well =
-                done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
-            well.then(|| u64::try_from(f.payload.len()).unwrap_or(u64::MAX))
-        };
-        let Some((f, well)) = self.in_flight.remove_counting(done.id, in_full) else {
+        let Some((f, well)) = self
+            .in_flight
+            .remove_counting(done.id, |f| in_full(&done, f))
+        else {
             return;
         };
         if !well {
-            self.counts.adopted.fetch_add(1, Relaxed);
-            let adopted = Adopted {
-                done,
-                header: f.header,
-                payload: f.payload,
-                ticket: f.ticket,
-                received_at: f.received_at,
-            };
-            if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
-                // The node is gone: nothing will resend it.
-                self.pools.release(a.ticket);
-            }
+            self.adopt(done, f);
             return;
         }
         f.to.cell.sent_bytes(tx_bytes(&f.header));
         give_back(&f.to.cell, &f.to.addr);
         give_back(&f.out.cell, &f.out.addr);
         self.pools.release_with(f.ticket, f.payload);
+    }
+
+    /// [`ForwardPath::complete`] for sends that completed together: each lock (a shard
+    /// of the sends under way, a CPT's pools) and each NI's credits taken once for a run
+    /// of sends that share it.
+    pub(crate) fn complete_all(&self, done: Vec<TxCompletion>) {
+        let taken = self.in_flight.remove_all_counting(done, |d| d.id, in_full);
+        let mut buffers = Vec::with_capacity(taken.len());
+        // The run of sends that went well to one peer NI through one NI: their bytes and
+        // credits go back together.
+        let mut run: Option<(Arc<PathPeerNi>, Arc<PathNi>, u64, u32)> = None;
+        for (done, f, well) in taken {
+            if !well {
+                self.adopt(done, f);
+                continue;
+            }
+            let InFlight {
+                header,
+                payload,
+                ticket,
+                out,
+                to,
+                ..
+            } = f;
+            let bytes = tx_bytes(&header);
+            match &mut run {
+                Some((t, o, b, n)) if Arc::ptr_eq(t, &to) && Arc::ptr_eq(o, &out) => {
+                    *b = b.saturating_add(bytes);
+                    *n = n.saturating_add(1);
+                }
+                _ => {
+                    if let Some(r) = run.replace((to, out, bytes, 1)) {
+                        give_back_run(r);
+                    }
+                }
+            }
+            buffers.push((ticket, payload));
+        }
+        if let Some(r) = run {
+            give_back_run(r);
+        }
+        self.pools.release_all_with(buffers);
+    }
+
+    /// Hands a send that did not go well at full health to the LNet actor.
+    fn adopt(&self, done: TxCompletion, f: InFlight) {
+        self.counts.adopted.fetch_add(1, Relaxed);
+        let adopted = Adopted {
+            done,
+            header: f.header,
+            payload: f.payload,
+            ticket: f.ticket,
+            received_at: f.received_at,
+        };
+        if let Err(mpsc::error::SendError(a)) = self.adopt.send(adopted) {
+            // The node is gone: nothing will resend it.
+            self.pools.release(a.ticket);
+        }
+    }
+}
+
+/// Whether send `f`, completed as `done` says, was forwarded in full (OK, both NIs at
+/// full health), with its payload bytes: counted under the lock its removal takes.
+fn in_full(done: &TxCompletion, f: &InFlight) -> Option<u64> {
+    let well = done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
+    well.then(|| u64::try_from(f.payload.len()).unwrap_or(u64::MAX))
+}
+
+/// Gives back what a run of `n` sends to peer NI `to` through NI `out` held: their
+/// `bytes` queued for `to`, and a tx credit of each per send.
+fn give_back_run((to, out, bytes, n): (Arc<PathPeerNi>, Arc<PathNi>, u64, u32)) {
+    to.cell.sent_bytes(bytes);
+    for w in to.cell.give_back_n(n) {
+        let_go(w, &to.addr);
+    }
+    for w in out.cell.give_back_n(n) {
+        let_go(w, &out.addr);
     }
 }
 
@@ -625,9 +688,20 @@ where
     A: Actor + Handler<CreditBack>,
     A::Context: actix::dev::ToEnvelope<A, CreditBack>,
 {
-    match cell.give_back() {
-        Some(Waiter::Actor) => addr.do_send(CreditBack),
-        Some(Waiter::Path(go)) => go(),
-        None => {}
+    if let Some(w) = cell.give_back() {
+        let_go(w, addr);
+    }
+}
+
+/// Lets a waiter handed a credit of the cell of the actor at `addr` go: tells the actor,
+/// or resumes the forwarding path's send in place.
+fn let_go<A>(w: Waiter, addr: &Addr<A>)
+where
+    A: Actor + Handler<CreditBack>,
+    A::Context: actix::dev::ToEnvelope<A, CreditBack>,
+{
+    match w {
+        Waiter::Actor => addr.do_send(CreditBack),
+        Waiter::Path(go) => go(),
     }
 }

@@ -166,6 +166,17 @@ impl LndHandler for NodeHandler {
         }
     }
 
+    fn on_sends_complete(&self, done: Vec<TxCompletion>) {
+        // A write's sends are the forwarding path's, or else the actor's, as a rule.
+        if done.iter().all(|d| ForwardPath::owns(d.id)) {
+            self.path.complete_all(done);
+            return;
+        }
+        for d in done {
+            self.on_send_complete(d);
+        }
+    }
+
     fn on_peer_down(&self, down: PeerDown) {
         // Buffers granted to messages from this peer that will never be read in full.
         self.path.pools.release_held(down.ni, down.peer);

@@ -129,22 +129,52 @@ impl<T> InFlightTable<T> {
         id: TxId,
         in_full: impl FnOnce(&T) -> Option<u64>,
     ) -> Option<(T, bool)> {
-        let shard = shard_of(id);
-        let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
-        let mut s = self.lock(shard)?;
-        let entry = s.slots.get_mut(slot as usize)?;
-        if entry.as_ref().is_none_or(|(held, _)| *held != id) {
-            return None;
-        }
-        let (_, item) = entry.take()?;
-        s.free.push(slot);
-        s.len -= 1;
+        let mut s = self.lock(shard_of(id))?;
+        let item = s.take(id)?;
         let counted = in_full(&item);
         if let Some(bytes) = counted {
             s.forwarded = s.forwarded.saturating_add(1);
             s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
         }
         Some((item, counted.is_some()))
+    }
+
+    /// [`InFlightTable::remove_counting`] for each of `items` (each naming its send by
+    /// `id`), holding a shard's lock for a run of sends of that shard: the sends taken
+    /// out, each with its item and whether it was forwarded in full.
+    pub(crate) fn remove_all_counting<K>(
+        &self,
+        items: Vec<K>,
+        id: impl Fn(&K) -> TxId,
+        in_full: impl Fn(&K, &T) -> Option<u64>,
+    ) -> Vec<(K, T, bool)> {
+        let mut taken = Vec::with_capacity(items.len());
+        let mut locked: Option<(usize, MutexGuard<'_, Shard<T>>)> = None;
+        for k in items {
+            let id = id(&k);
+            let shard = shard_of(id);
+            let s = match &mut locked {
+                Some((at, s)) if *at == shard => s,
+                _ => {
+                    // The lock of the shard before is let go first.
+                    locked = None;
+                    let Some(s) = self.lock(shard) else {
+                        continue;
+                    };
+                    &mut locked.insert((shard, s)).1
+                }
+            };
+            let Some(item) = s.take(id) else {
+                continue;
+            };
+            let counted = in_full(&k, &item);
+            if let Some(bytes) = counted {
+                s.forwarded = s.forwarded.saturating_add(1);
+                s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
+            }
+            taken.push((k, item, counted.is_some()));
+        }
+        taken
     }
 
     /// Sends held.
@@ -160,6 +190,21 @@ impl<T> InFlightTable<T> {
         (0..SHARDS)
             .filter_map(|i| self.lock(i).map(|s| s.max))
             .sum()
+    }
+}
+
+impl<T> Shard<T> {
+    /// Takes out the send of id `id` (of this shard), if it is held.
+    fn take(&mut self, id: TxId) -> Option<T> {
+        let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
+        let entry = self.slots.get_mut(slot as usize)?;
+        if entry.as_ref().is_none_or(|(held, _)| *held != id) {
+            return None;
+        }
+        let (_, item) = entry.take()?;
+        self.free.push(slot);
+        self.len -= 1;
+        Some(item)
     }
 }
 
@@ -202,6 +247,40 @@ mod tests {
         assert_eq!(t.remove_counting(b, |n| Some(*n)), Some((5, true)));
         assert_eq!(t.remove_counting(c, |_| None), Some((0, false)));
         assert_eq!(t.forwarded(), (2, 15));
+    }
+
+    #[test]
+    fn sends_taken_out_together_are_each_found_once_and_counted() {
+        let t = InFlightTable::new();
+        // Two shards, interleaved: a run of each, then one of the first again.
+        let a = t.insert(3, 10).expect("room");
+        let b = t.insert(3, 20).expect("room");
+        let c = t.insert(4, 30).expect("room");
+        let d = t.insert(3, 40).expect("room");
+        let unknown = TxId(FAST_TX | 12345);
+        let items = vec![
+            (a, 'a'),
+            (b, 'b'),
+            (c, 'c'),
+            (unknown, 'u'),
+            (d, 'd'),
+            (a, 'A'),
+        ];
+        let taken =
+            t.remove_all_counting(items, |(id, _)| *id, |(_, k), n| (*k != 'c').then_some(*n));
+        let got: Vec<(char, u64, bool)> =
+            taken.into_iter().map(|((_, k), n, w)| (k, n, w)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ('a', 10, true),
+                ('b', 20, true),
+                ('c', 30, false),
+                ('d', 40, true)
+            ]
+        );
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.forwarded(), (3, 70));
     }
 
     #[test]

@@ -388,17 +388,22 @@ fn complete<H: LndHandler>(
 
 /// Completes every send of `done` (sent by NI `ni`) OK.
 pub(crate) fn complete_written<H: LndHandler>(handler: &H, ni: Nid, done: Vec<Written>) {
-    for w in done {
-        let Written { id, peer, payload } = w;
-        drop(payload);
-        handler.on_send_complete(TxCompletion {
-            id,
-            ni,
-            peer,
-            status: lnet::health::HealthStatus::Ok,
-            reason: None,
-        });
-    }
+    let done: Vec<TxCompletion> = done
+        .into_iter()
+        .map(|w| {
+            let Written { id, peer, payload } = w;
+            drop(payload);
+            TxCompletion {
+                id,
+                ni,
+                peer,
+                status: lnet::health::HealthStatus::Ok,
+                reason: None,
+            }
+        })
+        .collect();
+    // One write's sends, completed together.
+    handler.on_sends_complete(done);
 }
 
 /// Completes every send of `done`.
