@@ -228,10 +228,11 @@ impl RouterPools {
         }
     }
 
-    /// The CPT whose pools serve messages from peer NI `peer`.
+    /// The CPT whose pools serve messages from peer NI `peer` (the kernel's
+    /// [`Nid::cpt`]).
     pub fn cpt_of(&self, peer: &Nid) -> usize {
-        let n = self.cpts.len().max(1);
-        usize::try_from(peer.nidhash()).unwrap_or(0) % n
+        let n = u32::try_from(self.cpts.len()).unwrap_or(u32::MAX);
+        usize::try_from(peer.cpt(n)).unwrap_or(0)
     }
 
     fn lock(&self, cpt: usize) -> Option<MutexGuard<'_, CptPools>> {

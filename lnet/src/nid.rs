@@ -444,6 +444,49 @@ impl Nid {
         }
     }
 
+    /// Which of `ncpts` CPTs this NID belongs to, as the kernel spreads peers, their
+    /// connections and their messages' state over its CPTs (`lnet_nid_cpt_hash`): for a
+    /// NID with a 4-byte address, the sum of the eight bytes of its 64-bit form (a
+    /// multiplicative hash of that form for the gni and kfi LNDs); for a larger one, a
+    /// multiplicative hash of its address words and net. Neighbouring addresses land on
+    /// different CPTs.
+    pub fn cpt(&self, ncpts: u32) -> u32 {
+        if ncpts <= 1 {
+            return 0;
+        }
+        // `LNET_CPT_BITS`: the fewest bits that count the CPTs.
+        let bits = u32::BITS - (ncpts - 1).leading_zeros();
+        match self.to_nid4() {
+            Ok(key) if !matches!(self.net.lnd, LndType::GNILND | LndType::KFILND) => {
+                let sum: u32 = key.to_be_bytes().iter().map(|b| u32::from(*b)).sum();
+                sum % ncpts
+            }
+            Ok(key) => {
+                let cpt = hash64(key, bits);
+                if cpt < ncpts {
+                    cpt
+                } else {
+                    let spread = key.wrapping_add(u64::from(cpt) + u64::from(cpt >> 1));
+                    u32::try_from(spread % u64::from(ncpts)).unwrap_or(0)
+                }
+            }
+            Err(_) => {
+                let large = self.to_large_bytes();
+                let h = large
+                    .chunks_exact(4)
+                    .skip(1)
+                    .map(|w| w.try_into().map_or(0, u32::from_le_bytes))
+                    .fold(0u32, |h, w| hash32(w ^ h, 32));
+                let cpt = hash32(self.net.to_u32() ^ h, bits);
+                if cpt < ncpts {
+                    cpt
+                } else {
+                    h.wrapping_add(cpt).wrapping_add(cpt >> 1) % ncpts
+                }
+            }
+        }
+    }
+
     /// `nidhash()`: the value o2iblnd (2.16+) compares to break connection races.
     ///
     /// The net id XOR each of the four address words read raw from their big-endian
@@ -457,6 +500,18 @@ impl Nid {
         }
         h
     }
+}
+
+/// The kernel's multiplicative hash of a 32-bit value to `bits` bits (`hash_32`).
+fn hash32(val: u32, bits: u32) -> u32 {
+    let h = val.wrapping_mul(0x61C8_8647);
+    h.checked_shr(32 - bits.min(32)).unwrap_or(0)
+}
+
+/// The kernel's multiplicative hash of a 64-bit value to `bits` bits (`hash_64`).
+fn hash64(val: u64, bits: u32) -> u32 {
+    let h = val.wrapping_mul(0x61C8_8646_80B5_83EB);
+    u32::try_from(h.checked_shr(64 - bits.min(64)).unwrap_or(0)).unwrap_or(u32::MAX)
 }
 
 /// NIDs order as the kernel compares them: byte-wise over the large form.

@@ -217,9 +217,9 @@ impl std::fmt::Debug for ForwardPath {
     }
 }
 
-/// The shard of NID `nid` in the maps by NID.
+/// The shard of NID `nid` in the maps by NID (spread as CPTs are: [`Nid::cpt`]).
 fn nid_shard(nid: &Nid) -> usize {
-    usize::try_from(u64::from(nid.nidhash()) % SHARDS as u64).unwrap_or(0)
+    usize::try_from(nid.cpt(SHARDS as u32)).unwrap_or(0)
 }
 
 impl ForwardPath {
@@ -402,7 +402,7 @@ impl ForwardPath {
             to,
         };
         // Kept by the next hop: one peer's sends in one shard.
-        let id = match self.in_flight.insert(u64::from(peer.nidhash()), flight) {
+        let id = match self.in_flight.insert(nid_shard(&peer) as u64, flight) {
             Ok(id) => id,
             Err(f) => {
                 // Every slot of the shard taken (2^32 sends under way): the credits and

@@ -7,7 +7,7 @@
 //! * **direct**: source 127.0.56.1@tcp to sink 127.0.56.2@tcp;
 //! * **relay**: source 127.0.57.1@tcp to sink 127.0.57.2@tcp through [`relay`], a process
 //!   of its own (splice(2), one thread per direction);
-//! * **router**: source 127.0.58.1@tcp to sink 127.0.59.1@tcp1 through an `lnet-router
+//! * **router**: source 127.0.58.1@tcp to sink 127.0.59.4@tcp1 through an `lnet-router
 //!   run` process with NIs 127.0.58.2@tcp and 127.0.59.2@tcp1.
 //!
 //! The relay and the router are measured pinned to each of `--cores` (CPU 0, or CPUs
@@ -311,7 +311,9 @@ fn setup_relay(args: &WireArgs, dir: &std::path::Path, lifetime: u64) -> Result<
 
 fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchError> {
     let (src, near) = (pid_at(58, 1, "tcp")?, pid_at(58, 2, "tcp")?);
-    let (dst, far) = (pid_at(59, 1, "tcp1")?, pid_at(59, 2, "tcp1")?);
+    // The source and the sink are on different CPTs of two (`Nid::cpt`), as two of many
+    // clients and servers would be: with two cores each has the router thread of its own.
+    let (dst, far) = (pid_at(59, 4, "tcp1")?, pid_at(59, 2, "tcp1")?);
     let sink = Sink::start(dst, src, args.port)?;
     let config = dir.join("router.yaml");
     std::fs::write(

@@ -61,9 +61,8 @@ pub struct Cpts(pub Vec<tokio::runtime::Handle>);
 impl Cpts {
     /// The runtime of the CPT of `nid`, if there are CPTs.
     pub fn of(&self, nid: &Nid) -> Option<&tokio::runtime::Handle> {
-        let n = u64::try_from(self.0.len()).ok().filter(|n| *n > 0)?;
-        let i = usize::try_from(u64::from(nid.nidhash()) % n).ok()?;
-        self.0.get(i)
+        let n = u32::try_from(self.0.len()).ok().filter(|n| *n > 0)?;
+        self.0.get(usize::try_from(nid.cpt(n)).ok()?)
     }
 }
 

@@ -179,6 +179,31 @@ fn nidhash_xors_raw_big_endian_words() {
 }
 
 #[test]
+fn cpts_by_the_kernels_hash_spread_neighbouring_addresses() {
+    // A 4-byte address: the sum of the 64-bit form's bytes. 10.0.0.1@tcp: 0x02 (tcp)
+    // + 10 + 1 = 13.
+    for (ncpts, cpt) in [(1, 0), (2, 1), (3, 1), (4, 1)] {
+        assert_eq!(nid("10.0.0.1@tcp").cpt(ncpts), cpt, "{ncpts} CPTs");
+    }
+    // 0x05 (o2ib) + 192 + 168 + 1 + 10 = 376.
+    for (ncpts, cpt) in [(2, 0), (3, 1), (4, 0)] {
+        assert_eq!(nid("192.168.1.10@o2ib").cpt(ncpts), cpt, "{ncpts} CPTs");
+    }
+    let four: Vec<u32> = (1..=4)
+        .map(|i| nid(&format!("10.0.0.{i}@tcp")).cpt(4))
+        .collect();
+    assert_eq!(four, [1, 2, 3, 0]);
+    // The gni LND's NIDs: the 64-bit multiplicative hash, spread when beyond the CPTs.
+    for (ncpts, cpt) in [(2, 1), (3, 2), (4, 2), (5, 4)] {
+        assert_eq!(nid("5@gni").cpt(ncpts), cpt, "{ncpts} CPTs");
+    }
+    // A 16-byte address: the 32-bit hash of its words, then of the net.
+    for (ncpts, cpt) in [(2, 0), (3, 1), (4, 1), (5, 3)] {
+        assert_eq!(nid("fe80::1@tcp").cpt(ncpts), cpt, "{ncpts} CPTs");
+    }
+}
+
+#[test]
 fn process_ids() {
     let p: ProcessId = "12345-10.0.0.1@tcp".parse().unwrap();
     assert_eq!(p, ProcessId::lustre(nid("10.0.0.1@tcp")));
