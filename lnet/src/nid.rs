@@ -456,11 +456,20 @@ impl Nid {
         }
         // `LNET_CPT_BITS`: the fewest bits that count the CPTs.
         let bits = u32::BITS - (ncpts - 1).leading_zeros();
+        let hashed = matches!(self.net.lnd, LndType::GNILND | LndType::KFILND) || self.is_any();
+        if let (NidAddr::V4(addr), false) = (self.addr, hashed) {
+            // The bytes of the 64-bit form: the LND type, the net number's two, the
+            // address's four (the top byte is 0).
+            let [a, b, c, d] = addr.to_be_bytes();
+            let [n1, n0] = self.net.num.to_be_bytes();
+            let sum = [self.net.lnd.0, n1, n0, a, b, c, d]
+                .iter()
+                .fold(0u32, |s, x| s + u32::from(*x));
+            return sum % ncpts;
+        }
         match self.to_nid4() {
-            Ok(key) if !matches!(self.net.lnd, LndType::GNILND | LndType::KFILND) => {
-                let sum: u32 = key.to_be_bytes().iter().map(|b| u32::from(*b)).sum();
-                sum % ncpts
-            }
+            // ANY: all eight bytes 0xFF.
+            Ok(u64::MAX) => 2040 % ncpts,
             Ok(key) => {
                 let cpt = hash64(key, bits);
                 if cpt < ncpts {

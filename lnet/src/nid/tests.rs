@@ -197,6 +197,9 @@ fn cpts_by_the_kernels_hash_spread_neighbouring_addresses() {
     for (ncpts, cpt) in [(2, 1), (3, 2), (4, 2), (5, 4)] {
         assert_eq!(nid("5@gni").cpt(ncpts), cpt, "{ncpts} CPTs");
     }
+    // ANY, all bytes 0xFF: 2040.
+    assert_eq!(Nid::ANY.cpt(3), 0);
+    assert_eq!(Nid::ANY.cpt(7), 2040 % 7);
     // A 16-byte address: the 32-bit hash of its words, then of the net.
     for (ncpts, cpt) in [(2, 0), (3, 1), (4, 1), (5, 3)] {
         assert_eq!(nid("fe80::1@tcp").cpt(ncpts), cpt, "{ncpts} CPTs");
