@@ -35,7 +35,7 @@ pub(crate) use item::WriteItem;
 pub(crate) use queue::ConnQueue;
 
 use super::peer::cmd::PeerCmd;
-use super::peer::tx::{self, PeerTx};
+use super::peer::tx::PeerTx;
 use super::stats::WriteCounters;
 use super::tunables::LiveTunables;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
@@ -245,9 +245,10 @@ impl<H: LndHandler> Writer<H> {
             sent.clear();
             return;
         };
-        let done = tx.written(self.parts.conn, sent);
+        let done = tx.written(self.parts.nid, self.parts.conn, sent);
         sent.clear();
-        tx::complete_written(&*self.parts.handler, self.parts.nid, done);
+        // One write's sends, completed together.
+        self.parts.handler.on_sends_complete(done);
     }
 
     /// Marks the frames of `out` whose last byte is within the first `written` bytes

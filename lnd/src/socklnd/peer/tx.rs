@@ -22,9 +22,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use bytes::Bytes;
-
-use crate::lnd::{LndHandler, TxCompletion, TxId, TxRequest};
+use crate::lnd::{LndHandler, TxCompletion, TxRequest};
 use crate::socklnd::conn::item::WriteItem;
 use crate::socklnd::conn::queue::ConnQueue;
 use crate::socklnd::placement::{self, Candidate, Traffic};
@@ -79,14 +77,6 @@ pub(crate) enum Pushed {
 
 /// Sends to complete once the lock is released, with why they failed if they did.
 pub(crate) type Done = Vec<(TxRequest, Option<(TxFailure, String)>)>;
-
-/// A send written whole, as its completion needs it.
-pub(crate) struct Written {
-    id: TxId,
-    peer: Nid,
-    /// Let go before the completion: the upper layer may use its memory again.
-    payload: Bytes,
-}
 
 /// The send state behind the lock.
 pub(crate) struct TxState {
@@ -194,9 +184,10 @@ impl PeerTx {
         Pushed::Taken
     }
 
-    /// A writer handed `seqs` to TCP whole on connection `conn`: what waits moves on, and
-    /// the caller completes the returned sends.
-    pub(crate) fn written(&self, conn: u64, seqs: &[u64]) -> Vec<Written> {
+    /// A writer of NI `ni` handed `seqs` to TCP whole on connection `conn`: what waits
+    /// moves on, and the caller hands the returned completions up. Each send's payload is
+    /// let go here, before its completion: the upper layer may use its memory again.
+    pub(crate) fn written(&self, ni: Nid, conn: u64, seqs: &[u64]) -> Vec<TxCompletion> {
         let mut done = Vec::with_capacity(seqs.len());
         let mut st = self.lock();
         let TxState { links, cands, .. } = &mut *st;
@@ -208,10 +199,12 @@ impl PeerTx {
                         continue;
                     };
                     c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
-                    done.push(Written {
+                    done.push(TxCompletion {
                         id: inf.tx.id,
+                        ni,
                         peer: inf.tx.peer,
-                        payload: inf.tx.payload,
+                        status: lnet::health::HealthStatus::Ok,
+                        reason: None,
                     });
                 }
             }
@@ -386,26 +379,6 @@ fn complete<H: LndHandler>(
     });
 }
 
-/// Completes every send of `done` (sent by NI `ni`) OK.
-pub(crate) fn complete_written<H: LndHandler>(handler: &H, ni: Nid, done: Vec<Written>) {
-    let done: Vec<TxCompletion> = done
-        .into_iter()
-        .map(|w| {
-            let Written { id, peer, payload } = w;
-            drop(payload);
-            TxCompletion {
-                id,
-                ni,
-                peer,
-                status: lnet::health::HealthStatus::Ok,
-                reason: None,
-            }
-        })
-        .collect();
-    // One write's sends, completed together.
-    handler.on_sends_complete(done);
-}
-
 /// Completes every send of `done`.
 pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId, done: Done) {
     for (tx, failure) in done {
@@ -416,6 +389,8 @@ pub(crate) fn complete_all<H: LndHandler>(handler: &H, ni: Nid, peer: ProcessId,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lnd::TxId;
+    use bytes::Bytes;
 
     fn inflight(seq: u64) -> Inflight {
         let nid: Nid = "10.0.0.1@tcp".parse().expect("nid");
