@@ -605,42 +605,38 @@ impl ForwardPath {
 
     /// [`ForwardPath::complete`] for sends that completed together: each lock (a shard
     /// of the sends under way, a CPT's pools) and each NI's credits taken once for a run
-    /// of sends that share it.
+    /// of sends that share it. Each send is taken apart where the table hands it over:
+    /// only what gives its credits, queued bytes and buffer back goes on.
     pub(crate) fn complete_all(&self, done: Vec<TxCompletion>) {
-        let taken = self.in_flight.remove_all_counting(done, |d| d.id, in_full);
-        let mut buffers = Vec::with_capacity(taken.len());
-        // The run of sends that went well to one peer NI through one NI: their bytes and
-        // credits go back together.
-        let mut run: Option<(Arc<PathPeerNi>, Arc<PathNi>, u64, u32)> = None;
-        for (done, f, well) in taken {
-            if !well {
-                self.adopt(done, f);
-                continue;
-            }
-            let InFlight {
-                header,
-                payload,
-                ticket,
-                out,
-                to,
-                ..
-            } = f;
-            let bytes = tx_bytes(&header);
-            match &mut run {
-                Some((t, o, b, n)) if Arc::ptr_eq(t, &to) && Arc::ptr_eq(o, &out) => {
-                    *b = b.saturating_add(bytes);
-                    *n = n.saturating_add(1);
-                }
-                _ => {
-                    if let Some(r) = run.replace((to, out, bytes, 1)) {
-                        give_back_run(r);
-                    }
-                }
-            }
-            buffers.push((ticket, payload));
+        let mut buffers = Vec::with_capacity(done.len());
+        let mut sent: Vec<Sent> = Vec::with_capacity(done.len());
+        let mut adopted = Vec::new();
+        self.in_flight.remove_all(
+            done,
+            |d| d.id,
+            |d, f| {
+                let Some(counted) = in_full(&d, &f) else {
+                    adopted.push((d, f));
+                    return None;
+                };
+                sent.push(Sent {
+                    bytes: tx_bytes(&f.header),
+                    to: f.to,
+                    out: f.out,
+                });
+                buffers.push((f.ticket, f.payload));
+                Some(counted)
+            },
+        );
+        // No lock held from here: giving a credit back may send a message that waited.
+        // The sends of a run to one peer NI through one NI give their bytes and credits
+        // back together (most batches are one run).
+        for run in sent.chunk_by(|a, b| Arc::ptr_eq(&a.to, &b.to) && Arc::ptr_eq(&a.out, &b.out)) {
+            give_back_run(run);
         }
-        if let Some(r) = run {
-            give_back_run(r);
+        drop(sent);
+        for (d, f) in adopted {
+            self.adopt(d, f);
         }
         self.pools.release_all_with(buffers);
     }
@@ -669,9 +665,23 @@ fn in_full(done: &TxCompletion, f: &InFlight) -> Option<u64> {
     well.then(|| u64::try_from(f.payload.len()).unwrap_or(u64::MAX))
 }
 
-/// Gives back what a run of `n` sends to peer NI `to` through NI `out` held: their
-/// `bytes` queued for `to`, and a tx credit of each per send.
-fn give_back_run((to, out, bytes, n): (Arc<PathPeerNi>, Arc<PathNi>, u64, u32)) {
+/// A send that completed in full, as the credits it held see it.
+struct Sent {
+    /// Its bytes queued for `to`.
+    bytes: u64,
+    to: Arc<PathPeerNi>,
+    out: Arc<PathNi>,
+}
+
+/// Gives back what a run of sends to one peer NI through one NI held: their bytes queued
+/// for the peer NI, and a tx credit of each NI per send.
+fn give_back_run(run: &[Sent]) {
+    let Some(first) = run.first() else {
+        return;
+    };
+    let n = u32::try_from(run.len()).unwrap_or(u32::MAX);
+    let bytes = run.iter().fold(0u64, |b, s| b.saturating_add(s.bytes));
+    let (to, out) = (&first.to, &first.out);
     to.cell.sent_bytes(bytes);
     for w in to.cell.give_back_n(n) {
         let_go(w, &to.addr);

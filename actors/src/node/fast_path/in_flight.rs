@@ -139,16 +139,16 @@ impl<T> InFlightTable<T> {
         Some((item, counted.is_some()))
     }
 
-    /// [`InFlightTable::remove_counting`] for each of `items` (each naming its send by
-    /// `id`), holding a shard's lock for a run of sends of that shard: the sends taken
-    /// out, each with its item and whether it was forwarded in full.
-    pub(crate) fn remove_all_counting<K>(
+    /// Takes out the send each of `items` names (by `id`), if it is held, and hands both
+    /// to `taken`, which says whether it was forwarded in full, with its payload bytes
+    /// (then counted). A shard's lock is held for a run of items of that shard, `taken`
+    /// called under it: it must not reach the table.
+    pub(crate) fn remove_all<K>(
         &self,
         items: Vec<K>,
         id: impl Fn(&K) -> TxId,
-        in_full: impl Fn(&K, &T) -> Option<u64>,
-    ) -> Vec<(K, T, bool)> {
-        let mut taken = Vec::with_capacity(items.len());
+        mut taken: impl FnMut(K, T) -> Option<u64>,
+    ) {
         let mut locked: Option<(usize, MutexGuard<'_, Shard<T>>)> = None;
         for k in items {
             let id = id(&k);
@@ -167,14 +167,11 @@ impl<T> InFlightTable<T> {
             let Some(item) = s.take(id) else {
                 continue;
             };
-            let counted = in_full(&k, &item);
-            if let Some(bytes) = counted {
+            if let Some(bytes) = taken(k, item) {
                 s.forwarded = s.forwarded.saturating_add(1);
                 s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
             }
-            taken.push((k, item, counted.is_some()));
         }
-        taken
     }
 
     /// Sends held.
@@ -266,10 +263,16 @@ mod tests {
             (d, 'd'),
             (a, 'A'),
         ];
-        let taken =
-            t.remove_all_counting(items, |(id, _)| *id, |(_, k), n| (*k != 'c').then_some(*n));
-        let got: Vec<(char, u64, bool)> =
-            taken.into_iter().map(|((_, k), n, w)| (k, n, w)).collect();
+        let mut got = Vec::new();
+        t.remove_all(
+            items,
+            |(id, _)| *id,
+            |(_, k), n| {
+                let in_full = k != 'c';
+                got.push((k, n, in_full));
+                in_full.then_some(n)
+            },
+        );
         assert_eq!(
             got,
             vec![
