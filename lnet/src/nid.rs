@@ -458,14 +458,15 @@ impl Nid {
         let bits = u32::BITS - (ncpts - 1).leading_zeros();
         let hashed = matches!(self.net.lnd, LndType::GNILND | LndType::KFILND) || self.is_any();
         if let (NidAddr::V4(addr), false) = (self.addr, hashed) {
-            // The bytes of the 64-bit form: the LND type, the net number's two, the
-            // address's four (the top byte is 0).
-            let [a, b, c, d] = addr.to_be_bytes();
-            let [n1, n0] = self.net.num.to_be_bytes();
-            let sum = [self.net.lnd.0, n1, n0, a, b, c, d]
-                .iter()
-                .fold(0u32, |s, x| s + u32::from(*x));
-            return sum % ncpts;
+            // The bytes of the 64-bit form (the LND type, the net number's two, the
+            // address's four; the top byte is 0) summed: each pair into a 16-bit lane
+            // (at most 510), then the four lanes into the top one (at most 2040, so no
+            // lane carries into the next).
+            let nid4 = (u64::from(self.net.to_u32()) << 32) | u64::from(addr);
+            let bytes = 0x00FF_00FF_00FF_00FF;
+            let pairs = (nid4 & bytes) + ((nid4 >> 8) & bytes);
+            let sum = pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48;
+            return u32::try_from(sum).unwrap_or(0) % ncpts;
         }
         match self.to_nid4() {
             // ANY: all eight bytes 0xFF.

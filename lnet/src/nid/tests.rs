@@ -224,3 +224,28 @@ fn process_ids() {
         Err(NidError::BadPid { .. })
     ));
 }
+
+proptest::proptest! {
+    /// An IPv4 NID's CPT is the plain sum of its 64-bit form's bytes, for any address,
+    /// net number and CPT count (the sum is taken in lanes: none may carry).
+    #[test]
+    fn an_ipv4_nids_cpt_is_the_sum_of_its_bytes(
+        addr: u32,
+        num: u16,
+        lnd in proptest::sample::select(vec![LndType::SOCKLND, LndType::O2IBLND, LndType::EFALND]),
+        ncpts in 2u32..=256,
+    ) {
+        let n = Nid::new(Net::new(lnd, num), addr);
+        let nid4 = (u64::from(n.net.to_u32()) << 32) | u64::from(addr);
+        let sum: u32 = nid4.to_be_bytes().iter().map(|b| u32::from(*b)).sum();
+        proptest::prop_assert_eq!(n.cpt(ncpts), sum % ncpts);
+    }
+}
+
+#[test]
+fn the_largest_ipv4_nid_sums_without_carrying() {
+    // Every byte of the 64-bit form but the top one at its largest: 0x02 (tcp), 0xFFFF,
+    // 255.255.255.255: 2 + 6 * 255 = 1532.
+    let n = Nid::new(Net::new(LndType::SOCKLND, u16::MAX), u32::MAX);
+    assert_eq!(n.cpt(2000), 1532);
+}
