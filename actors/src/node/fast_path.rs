@@ -366,7 +366,10 @@ impl ForwardPath {
         })
     }
 
-    /// [`ForwardPath::forward`] over `snap`.
+    /// [`ForwardPath::forward`] over `snap`. A function of its own in every build (not
+    /// inlined into its callers): `scripts/router-instructions` counts the forwarded
+    /// messages by its calls.
+    #[inline(never)]
     fn forward_with(
         self: &Arc<Self>,
         snap: &ForwardSnapshot,
