@@ -26,6 +26,7 @@
 //! Mailboxes and channels are bounded. A CPT is an actix Arbiter: every actor here can be
 //! started on the arbiter of its CPT; today a node starts them on the current one.
 
+mod by_runs;
 pub mod clock;
 pub mod driver;
 pub mod events;

@@ -27,6 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::oneshot;
 
+use crate::by_runs::by_runs;
+
 /// A buffer held by a message being forwarded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ticket {
@@ -376,22 +378,16 @@ impl RouterPools {
     /// [`RouterPools::release_with`] for each of `buffers`, holding a CPT's lock for a
     /// run of buffers of that CPT.
     pub fn release_all_with(&self, buffers: Vec<(Ticket, Bytes)>) {
-        let mut locked: Option<(usize, MutexGuard<'_, CptPools>)> = None;
-        for (ticket, payload) in buffers {
+        let buffers = buffers.into_iter().map(|(ticket, payload)| {
             let memory = reusable(&ticket, payload, &self.registered);
-            let b = match &mut locked {
-                Some((at, b)) if *at == ticket.cpt => b,
-                _ => {
-                    // The lock of the CPT before is let go first.
-                    locked = None;
-                    let Some(b) = self.lock(ticket.cpt) else {
-                        continue;
-                    };
-                    &mut locked.insert((ticket.cpt, b)).1
-                }
-            };
-            give_back_locked(b, ticket, memory);
-        }
+            (ticket, memory)
+        });
+        by_runs(
+            buffers,
+            |(ticket, _)| ticket.cpt,
+            |cpt| self.lock(cpt),
+            |b, (ticket, memory)| give_back_locked(b, ticket, memory),
+        );
     }
 
     /// Gives a buffer back; the oldest reservation waiting for it gets it (a waiter that

@@ -13,6 +13,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use lnd::TxId;
 
+use crate::by_runs::by_runs;
+
 /// The top bit of an id the forwarding path made (the LNet actor's ids never reach it).
 pub(crate) const FAST_TX: u64 = 1 << 63;
 /// Bits of an id naming its shard (the lowest).
@@ -133,8 +135,7 @@ impl<T> InFlightTable<T> {
         let item = s.take(id)?;
         let counted = in_full(&item);
         if let Some(bytes) = counted {
-            s.forwarded = s.forwarded.saturating_add(1);
-            s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
+            s.count_forwarded(bytes);
         }
         Some((item, counted.is_some()))
     }
@@ -149,29 +150,19 @@ impl<T> InFlightTable<T> {
         id: impl Fn(&K) -> TxId,
         mut taken: impl FnMut(K, T) -> Option<u64>,
     ) {
-        let mut locked: Option<(usize, MutexGuard<'_, Shard<T>>)> = None;
-        for k in items {
-            let id = id(&k);
-            let shard = shard_of(id);
-            let s = match &mut locked {
-                Some((at, s)) if *at == shard => s,
-                _ => {
-                    // The lock of the shard before is let go first.
-                    locked = None;
-                    let Some(s) = self.lock(shard) else {
-                        continue;
-                    };
-                    &mut locked.insert((shard, s)).1
+        by_runs(
+            items,
+            |k| shard_of(id(k)),
+            |shard| self.lock(shard),
+            |s, k| {
+                let Some(item) = s.take(id(&k)) else {
+                    return;
+                };
+                if let Some(bytes) = taken(k, item) {
+                    s.count_forwarded(bytes);
                 }
-            };
-            let Some(item) = s.take(id) else {
-                continue;
-            };
-            if let Some(bytes) = taken(k, item) {
-                s.forwarded = s.forwarded.saturating_add(1);
-                s.forwarded_bytes = s.forwarded_bytes.saturating_add(bytes);
-            }
-        }
+            },
+        );
     }
 
     /// Sends held.
@@ -191,6 +182,12 @@ impl<T> InFlightTable<T> {
 }
 
 impl<T> Shard<T> {
+    /// Counts a send taken out forwarded in full, with its payload bytes.
+    fn count_forwarded(&mut self, bytes: u64) {
+        self.forwarded = self.forwarded.saturating_add(1);
+        self.forwarded_bytes = self.forwarded_bytes.saturating_add(bytes);
+    }
+
     /// Takes out the send of id `id` (of this shard), if it is held.
     fn take(&mut self, id: TxId) -> Option<T> {
         let slot = u32::try_from((id.0 >> SHARD_BITS) & u64::from(u32::MAX)).ok()?;
