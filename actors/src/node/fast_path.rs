@@ -66,6 +66,8 @@ const SHARDS: usize = 16;
 thread_local! {
     /// The peer NIs this thread's forwards read lately (see [`recent`]).
     static RECENT: RefCell<Recent<PathPeerNi>> = RefCell::new(Recent::default());
+    /// The Multi-Rail peers (or none) of the NIDs this thread's forwards read lately.
+    static RECENT_MR: RefCell<Recent<MrPeer>> = RefCell::new(Recent::default());
     /// The forwarding snapshot as this thread read it last (see [`published`]).
     static SNAPSHOT: Kept<ForwardSnapshot> = const { RefCell::new(None) };
 }
@@ -201,6 +203,8 @@ pub(crate) struct ForwardPath {
     mr_peers: Vec<ShardedLock<MrPeerMap>>,
     /// Changes whenever a peer NI is added or removed (see [`recent`]).
     peers_changed: Generation,
+    /// Changes whenever a NID's Multi-Rail peer changes.
+    mr_changed: Generation,
     pub(crate) pools: Arc<RouterPools>,
     pub(crate) faults: FaultRules,
     pub(crate) clock: Clock,
@@ -240,6 +244,7 @@ impl ForwardPath {
                 .map(|_| ShardedLock::new(MrPeerMap::default()))
                 .collect(),
             peers_changed: Generation::new(),
+            mr_changed: Generation::new(),
             pools,
             faults,
             clock,
@@ -266,10 +271,21 @@ impl ForwardPath {
                 None => shard.remove(nid),
             };
         }
+        self.mr_changed.changed();
     }
 
-    /// The Multi-Rail peer that has NID `nid`, if any.
+    /// The Multi-Rail peer that has NID `nid`, if any, as this thread keeps it while the
+    /// Multi-Rail peers stay as they were (see [`recent`]).
     pub(crate) fn mr_peer(&self, nid: &Nid) -> Option<Arc<MrPeer>> {
+        let look_up = || self.look_up_mr_peer(nid);
+        RECENT_MR.with(|r| match r.try_borrow_mut() {
+            Ok(mut r) => r.with(&self.mr_changed, nid, look_up, |p| p.cloned()),
+            Err(_) => look_up(),
+        })
+    }
+
+    /// The Multi-Rail peer that has NID `nid`, under its shard's read lock.
+    fn look_up_mr_peer(&self, nid: &Nid) -> Option<Arc<MrPeer>> {
         let shard = self.mr_peers.get(nid_shard(nid))?.read();
         shard
             .unwrap_or_else(PoisonError::into_inner)
@@ -716,5 +732,41 @@ where
     match w {
         Waiter::Actor => addr.do_send(CreditBack),
         Waiter::Path(go) => go(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nid(s: &str) -> Nid {
+        s.parse().expect("nid")
+    }
+
+    fn path() -> ForwardPath {
+        let clock = Clock::new();
+        let (adopt, _) = mpsc::unbounded_channel();
+        ForwardPath::new(
+            Arc::new(RouterPools::new([8, 8, 8], 1, 8)),
+            FaultRules::new(clock),
+            clock,
+            adopt,
+        )
+    }
+
+    #[test]
+    fn a_multi_rail_peer_kept_by_a_thread_changes_with_the_path() {
+        let path = path();
+        let (a, b) = (nid("10.0.0.1@tcp"), nid("10.0.1.1@tcp1"));
+        assert_eq!(path.mr_peer(&a), None, "none yet, and kept so");
+        let peer = Arc::new(MrPeer {
+            nids: vec![(a, true), (b, true)],
+        });
+        path.set_mr_peer(&[a, b], Some(&peer));
+        assert_eq!(path.mr_peer(&a).as_deref(), Some(&*peer));
+        assert_eq!(path.mr_peer(&b).as_deref(), Some(&*peer));
+        path.set_mr_peer(&[b], None);
+        assert_eq!(path.mr_peer(&b), None, "taken out: not kept any longer");
+        assert_eq!(path.mr_peer(&a).as_deref(), Some(&*peer));
     }
 }

@@ -6,7 +6,8 @@
 //! thread keeps the last few it looked up (found or not), with the generation of the
 //! peer NI maps they were looked up in. Any change to those maps makes a new generation,
 //! and a thread that sees one forgets what it kept: an entry is used only while the maps
-//! still hold it, and a lookup is then one read of the generation.
+//! still hold it, and a lookup is then one read of the generation. The Multi-Rail peers
+//! of the NIDs the decision reads are kept the same way, with a generation of their own.
 //!
 //! A peer NI taken out of the maps stays held by a thread that kept it (its cell, and
 //! the address of its actor, which has no timer of its own) until that thread next
