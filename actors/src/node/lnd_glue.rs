@@ -130,17 +130,17 @@ impl LndHandler for NodeHandler {
         }
     }
 
-    fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
+    fn on_message_now(&self, mut msg: RxMessage) -> Option<Later<'_, ()>> {
         let ticket = self
             .path
             .pools
             .take_held(msg.ni, msg.from.nid, msg.header.payload_length);
         let net = msg.ni.net;
         let inbound = match ticket {
-            Some(t) => match self.path.forward(msg, t) {
+            Some(t) => match self.path.forward(&mut msg, t) {
                 Forward::Sent => return None,
                 Forward::Waits(send) => return Some(self.held.wait(net, self.path.send(send))),
-                Forward::Refused(msg, t) => Inbound::Message(msg, Some(t)),
+                Forward::Refused(t) => Inbound::Message(msg, Some(t)),
             },
             None => Inbound::Message(msg, None),
         };
