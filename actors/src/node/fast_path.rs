@@ -144,8 +144,10 @@ pub(crate) enum Forward {
     /// Handed to its LND, or waiting for a peer NI credit (sent when it comes).
     Sent,
     /// Charged, but its LND would make it wait: the caller finishes it with
-    /// [`ForwardPath::send`].
-    Waits(PathSend),
+    /// [`ForwardPath::send`]. Boxed, as it is rare: the answer to every message is then
+    /// small enough to come back in registers, not copied out through the closures it
+    /// is decided in.
+    Waits(Box<PathSend>),
     /// Not for the path: the actors take it (as it came) with its buffer.
     Refused(Ticket),
 }
@@ -459,7 +461,7 @@ impl ForwardPath {
             }),
         };
         match now.and_then(|tx| self.try_send(tx, ni, &out.driver)) {
-            Some(send) => Forward::Waits(send),
+            Some(send) => Forward::Waits(Box::new(send)),
             None => Forward::Sent,
         }
     }
