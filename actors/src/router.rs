@@ -92,6 +92,10 @@ struct CptPools {
     held: FxHashMap<(Nid, Nid, PoolKind), u32>,
 }
 
+/// The memory of a buffer given back, to keep: the index of its pool's spare list, and
+/// the memory.
+type Spare = (usize, BytesMut);
+
 /// Bytes of one buffer of `pool`, and its index in [`CptPools::spare`] (the tiny pool's
 /// buffers hold no payload).
 fn buffer_size(pool: PoolKind) -> Option<(usize, usize)> {
@@ -114,11 +118,7 @@ impl CptPools {
 /// The memory of `payload`, held by `ticket`'s buffer, to keep for a later message of
 /// its pool (with the index of the pool's spare list): when nothing else holds it and it
 /// is a whole buffer. Registered memory goes back to `registered`.
-fn reusable(
-    ticket: &Ticket,
-    payload: Bytes,
-    registered: &RegisteredMemory,
-) -> Option<(usize, BytesMut)> {
+fn reusable(ticket: &Ticket, payload: Bytes, registered: &RegisteredMemory) -> Option<Spare> {
     if ticket.grant.pool == PoolKind::Large && !payload.is_empty() {
         registered.give_back(payload.as_ptr() as usize);
     }
@@ -129,10 +129,10 @@ fn reusable(
     })
 }
 
-/// Gives `ticket`'s buffer back to pools `b` (its CPT's, locked), keeping `memory` when
-/// the pool has room for it; the oldest reservation waiting for it gets it (a waiter
-/// that went away gives it back at once).
-fn give_back_locked(b: &mut CptPools, ticket: Ticket, memory: Option<(usize, BytesMut)>) {
+/// Gives `n` buffers like `ticket`'s back to pools `b` (their CPT's, locked), keeping
+/// `memory` when the pool has room for it; the oldest reservations waiting for them get
+/// them (a waiter that went away gives its buffer back at once).
+fn give_back_locked(b: &mut CptPools, ticket: Ticket, n: u32, memory: Option<Spare>) {
     let cpt = ticket.cpt;
     if let Some((i, memory)) = memory {
         let nbuffers = b
@@ -145,7 +145,7 @@ fn give_back_locked(b: &mut CptPools, ticket: Ticket, memory: Option<(usize, Byt
             }
         }
     }
-    let mut granted = b.release(ticket.grant);
+    let mut granted = b.release_n(ticket.grant, n);
     while let Some((waiter, grant)) = granted.pop() {
         if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
             granted.extend(b.release(back.grant));
@@ -376,17 +376,22 @@ impl RouterPools {
     }
 
     /// [`RouterPools::release_with`] for each of `buffers`, holding a CPT's lock for a
-    /// run of buffers of that CPT.
+    /// run of buffers of that CPT; a run of buffers alike (one peer, one pool, no memory
+    /// to keep: the tiny pool's, or memory still held elsewhere) goes back at once.
     pub fn release_all_with(&self, buffers: Vec<(Ticket, Bytes)>) {
-        let buffers = buffers.into_iter().map(|(ticket, payload)| {
+        let mut alike: Vec<(Ticket, u32, Option<Spare>)> = Vec::with_capacity(buffers.len());
+        for (ticket, payload) in buffers {
             let memory = reusable(&ticket, payload, &self.registered);
-            (ticket, memory)
-        });
+            match alike.last_mut() {
+                Some((last, n, None)) if memory.is_none() && *last == ticket => *n += 1,
+                _ => alike.push((ticket, 1, memory)),
+            }
+        }
         by_runs(
-            buffers,
-            |(ticket, _)| ticket.cpt,
+            alike,
+            |(ticket, _, _)| ticket.cpt,
             |cpt| self.lock(cpt),
-            |b, (ticket, memory)| give_back_locked(b, ticket, memory),
+            |b, (ticket, n, memory)| give_back_locked(b, ticket, n, memory),
         );
     }
 
@@ -398,9 +403,9 @@ impl RouterPools {
 
     /// [`RouterPools::release`], keeping `memory` (a spare list's index and the memory)
     /// under the same lock when the pool has room for it.
-    fn give_back(&self, ticket: Ticket, memory: Option<(usize, BytesMut)>) {
+    fn give_back(&self, ticket: Ticket, memory: Option<Spare>) {
         if let Some(mut b) = self.lock(ticket.cpt) {
-            give_back_locked(&mut b, ticket, memory);
+            give_back_locked(&mut b, ticket, 1, memory);
         }
     }
 
@@ -610,6 +615,41 @@ mod tests {
             assert_eq!(cpt[1].credits, 2, "{view:?}");
         }
         assert!(view.peers.iter().all(|(_, c)| c.credits == 8), "{view:?}");
+    }
+
+    /// Buffers of one peer and one pool given back together go back at once, and the
+    /// reservations waiting for the peer's credits get them in order.
+    #[test]
+    fn tiny_buffers_of_one_peer_go_back_together_to_the_waiting_in_order() {
+        let pools = RouterPools::new([8, 8, 8], 1, 2);
+        let p = nid("10.0.0.1@tcp");
+        let (mut held, mut waiting) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            match pools.reserve(p, 0) {
+                Reservation::Granted(t, m) => held.push((t, m.freeze())),
+                Reservation::Waiting(w) => waiting.push(w),
+                Reservation::Refused(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!((held.len(), waiting.len()), (2, 3), "two credits");
+        assert_eq!(state(&pools, p), (-3, [6, 8, 8]));
+        pools.release_all_with(held);
+        let mut again = Vec::new();
+        for w in waiting.iter_mut().take(2) {
+            let t = w.try_recv().expect("granted").expect("a buffer");
+            again.push((t, Bytes::new()));
+        }
+        let last = waiting.last_mut().expect("three waited");
+        assert!(
+            last.try_recv().is_err(),
+            "the third waits for a third credit"
+        );
+        assert_eq!(state(&pools, p), (-1, [6, 8, 8]));
+        pools.release_all_with(again);
+        let t = last.try_recv().expect("granted").expect("a buffer");
+        assert_eq!(state(&pools, p), (1, [7, 8, 8]));
+        pools.release_all_with(vec![(t, Bytes::new())]);
+        assert_eq!(state(&pools, p), (2, [8, 8, 8]));
     }
 
     /// The credits of peer NI `peer` and the free buffers of each pool.

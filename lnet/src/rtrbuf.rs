@@ -208,12 +208,7 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     }
 
     fn pool_mut(&mut self, kind: PoolKind) -> &mut Pool<P, T> {
-        let [t, s, l] = &mut self.pools;
-        match kind.index() {
-            0 => t,
-            1 => s,
-            _ => l,
-        }
+        pool_in(&mut self.pools, kind)
     }
 
     /// The pools' numbers, tiny, small, large.
@@ -291,10 +286,7 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     /// The peer credit is held: takes a buffer of pool `kind` (true), or counts one more
     /// waiter, which the caller queues on the pool (false).
     fn take_buffer(&mut self, kind: PoolKind) -> bool {
-        let s = &mut self.pool_mut(kind).stats;
-        s.credits = s.credits.saturating_sub(1);
-        s.mincredits = s.mincredits.min(s.credits);
-        s.credits >= 0
+        take_buffer_in(&mut self.pools, kind)
     }
 
     /// Resizes the pools to `sizes` buffers (tiny, small, large), as `lnetctl set
@@ -331,60 +323,142 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     /// back. Returns the waiting messages that now have a buffer, in the order they
     /// should proceed.
     pub fn release(&mut self, grant: Grant<P>) -> Vec<(T, Grant<P>)> {
+        self.release_n(grant, 1)
+    }
+
+    /// [`RouterBuffers::release`] of `n` buffers alike (one peer, one pool), one after
+    /// the other, the peer looked up once: the waiting messages that now have a buffer,
+    /// in order.
+    pub fn release_n(&mut self, grant: Grant<P>, n: u32) -> Vec<(T, Grant<P>)> {
         let mut granted = Vec::new();
-        // The buffer first: a message queued on this pool already holds its peer credit.
-        let pool = self.pool_mut(grant.pool);
-        let back = if pool.stats.nbuffers > pool.target {
-            // The pool is shrinking: this buffer leaves it.
-            pool.stats.nbuffers -= 1;
-            false
-        } else {
-            pool.stats.credits = pool.stats.credits.saturating_add(1);
-            true
-        };
-        if back && pool.stats.credits <= 0 {
-            if let Some((token, peer)) = pool.waiting.pop_front() {
-                granted.push((
-                    token,
-                    Grant {
-                        peer,
-                        pool: grant.pool,
-                    },
-                ));
-            }
-        }
-        // Then the peer's credit: the head of its queue goes on to take a buffer.
-        let next = match self.peers.get_mut(&grant.peer) {
-            Some(state) => {
-                state.credits.credits = state.credits.credits.saturating_add(1);
-                if state.credits.credits <= 0 {
-                    state.waiting.pop_front()
-                } else {
-                    None
+        let RouterBuffers { pools, peers, .. } = self;
+        let mut peer = peers.get_mut(&grant.peer);
+        for _ in 0..n {
+            // The buffer first: a message queued on this pool already holds its peer
+            // credit.
+            let pool = pool_in(pools, grant.pool);
+            let back = if pool.stats.nbuffers > pool.target {
+                // The pool is shrinking: this buffer leaves it.
+                pool.stats.nbuffers -= 1;
+                false
+            } else {
+                pool.stats.credits = pool.stats.credits.saturating_add(1);
+                true
+            };
+            if back && pool.stats.credits <= 0 {
+                if let Some((token, peer)) = pool.waiting.pop_front() {
+                    granted.push((
+                        token,
+                        Grant {
+                            peer,
+                            pool: grant.pool,
+                        },
+                    ));
                 }
             }
-            None => None,
-        };
-        if let Some((token, kind)) = next {
-            if self.take_buffer(kind) {
-                granted.push((
-                    token,
-                    Grant {
-                        peer: grant.peer,
-                        pool: kind,
-                    },
-                ));
-            } else {
-                self.pool_mut(kind).waiting.push_back((token, grant.peer));
+            // Then the peer's credit: the head of its queue goes on to take a buffer.
+            let next = match peer.as_deref_mut() {
+                Some(state) => {
+                    state.credits.credits = state.credits.credits.saturating_add(1);
+                    if state.credits.credits <= 0 {
+                        state.waiting.pop_front()
+                    } else {
+                        None
+                    }
+                }
+                None => None,
+            };
+            if let Some((token, kind)) = next {
+                if take_buffer_in(pools, kind) {
+                    granted.push((
+                        token,
+                        Grant {
+                            peer: grant.peer.clone(),
+                            pool: kind,
+                        },
+                    ));
+                } else {
+                    pool_in(pools, kind)
+                        .waiting
+                        .push_back((token, grant.peer.clone()));
+                }
             }
         }
         granted
     }
 }
 
+/// The pool of `kind` among `pools` (tiny, small, large).
+fn pool_in<P, T>(pools: &mut [Pool<P, T>; 3], kind: PoolKind) -> &mut Pool<P, T> {
+    let [t, s, l] = pools;
+    match kind.index() {
+        0 => t,
+        1 => s,
+        _ => l,
+    }
+}
+
+/// The peer credit is held: takes a buffer of pool `kind` among `pools` (true), or
+/// counts one more waiter, which the caller queues on the pool (false).
+fn take_buffer_in<P, T>(pools: &mut [Pool<P, T>; 3], kind: PoolKind) -> bool {
+    let s = &mut pool_in(pools, kind).stats;
+    s.credits = s.credits.saturating_sub(1);
+    s.mincredits = s.mincredits.min(s.credits);
+    s.credits >= 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn releasing_buffers_alike_at_once_is_releasing_them_one_by_one(
+            asks in proptest::collection::vec(
+                (0u8..3, prop_oneof![Just(0u32), Just(4096), Just(8192)]),
+                1..40,
+            ),
+            sizes in (1u32..6, 1u32..6, 1u32..6),
+            credits in 1u32..5,
+            n in 1u32..8,
+        ) {
+            // The same requests on two sets of pools: some granted, the rest waiting on
+            // a peer's credits or on a pool.
+            let build = || {
+                let mut b: RouterBuffers<u8, usize> =
+                    RouterBuffers::new([sizes.0, sizes.1, sizes.2], credits);
+                let mut grants = Vec::new();
+                for (i, (peer, len)) in asks.iter().enumerate() {
+                    if let Requested::Granted(g) = b.request(*peer, *len, i) {
+                        grants.push(g);
+                    }
+                }
+                (b, grants)
+            };
+            let (mut at_once, grants) = build();
+            let (mut by_one, _) = build();
+            let Some(g) = grants.first().cloned() else {
+                return Ok(());
+            };
+            let held = grants.iter().filter(|x| **x == g).count();
+            let n = n.min(u32::try_from(held).unwrap_or(u32::MAX));
+            let granted = at_once.release_n(g.clone(), n);
+            let mut one_by_one = Vec::new();
+            for _ in 0..n {
+                one_by_one.extend(by_one.release(g.clone()));
+            }
+            prop_assert_eq!(granted, one_by_one);
+            prop_assert_eq!(
+                at_once.pools().collect::<Vec<_>>(),
+                by_one.pools().collect::<Vec<_>>()
+            );
+            for p in 0..3u8 {
+                prop_assert_eq!(at_once.peer(&p), by_one.peer(&p));
+            }
+            prop_assert_eq!(at_once.waiting(), by_one.waiting());
+        }
+    }
 
     #[test]
     fn the_smallest_pool_that_holds_the_payload() {
