@@ -145,8 +145,9 @@ fn give_back_locked(b: &mut CptPools, ticket: Ticket, n: u32, memory: Option<Spa
             }
         }
     }
-    let mut granted = b.release_n(ticket.grant, n);
-    while let Some((waiter, grant)) = granted.pop() {
+    // Handed out in the order the pools granted them (a batch may grant several).
+    let mut granted = std::collections::VecDeque::from(b.release_n(ticket.grant, n));
+    while let Some((waiter, grant)) = granted.pop_front() {
         if let Err(Ok(back)) = waiter.send(Ok(Ticket { cpt, grant })) {
             granted.extend(b.release(back.grant));
         }
