@@ -198,12 +198,25 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
     }
 
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
-        let handle = self.accept(&tx).map_err(TryRefused::Refused)?;
+        self.check(&tx).map_err(TryRefused::Refused)?;
         let ni = self.shared.me.nid;
-        match handle.try_send(tx) {
+        let answer = |pushed| match pushed {
             Pushed::Taken => Ok(()),
             Pushed::Full(tx) => Err(TryRefused::WouldWait(Box::new(tx))),
             Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
+        };
+        let peer = ProcessId::lustre(tx.peer);
+        // A kept send side is borrowed where it is kept, and the send is made there: only
+        // the small answer comes back out (not the send, over 200 bytes).
+        let mut tx = Some(tx);
+        let kept = recent::with(self.shared.instance, &peer, |kept| {
+            Some(answer(kept?.try_send(tx.take()?)))
+        });
+        match (kept, tx) {
+            (Some(answer), _) => answer,
+            (None, Some(tx)) => answer(self.accept(&tx).map_err(TryRefused::Refused)?.try_send(tx)),
+            // The send is taken out only by a kept side, which answers.
+            (None, None) => Ok(()),
         }
     }
 

@@ -29,17 +29,26 @@ thread_local! {
 
 /// The send side of peer `peer` of NI instance `ni`, if this thread keeps it.
 pub(crate) fn find(ni: u64, peer: &ProcessId) -> Option<Arc<PeerTx>> {
-    RECENT.with_borrow(|r| {
-        r.iter()
-            .find(|e| e.ni == ni && e.peer == *peer)
-            .map(|e| Arc::clone(&e.tx))
+    with(ni, peer, |tx| tx.map(Arc::clone))
+}
+
+/// `f` of the send side of peer `peer` of NI instance `ni` as this thread keeps it
+/// (`None`: not kept), borrowed: no count of its holders is written (two atomic writes
+/// per send). A call made while `f` runs on this thread (not expected) finds nothing.
+pub(crate) fn with<R>(ni: u64, peer: &ProcessId, f: impl FnOnce(Option<&Arc<PeerTx>>) -> R) -> R {
+    RECENT.with(|r| match r.try_borrow() {
+        Ok(r) => f(r.iter().find(|e| e.ni == ni && e.peer == *peer).map(|e| &e.tx)),
+        Err(_) => f(None),
     })
 }
 
 /// Keeps `tx` as the send side of peer `peer` of NI instance `ni`, in place of the
 /// entry kept longest when the thread keeps [`KEPT`] already.
 pub(crate) fn keep(ni: u64, peer: ProcessId, tx: Arc<PeerTx>) {
-    RECENT.with_borrow_mut(|r| {
+    let _ = RECENT.try_with(|r| {
+        let Ok(mut r) = r.try_borrow_mut() else {
+            return;
+        };
         if r.iter().any(|e| e.ni == ni && e.peer == peer) {
             return;
         }
@@ -47,7 +56,7 @@ pub(crate) fn keep(ni: u64, peer: ProcessId, tx: Arc<PeerTx>) {
             r.remove(0);
         }
         r.push(Entry { ni, peer, tx });
-    })
+    });
 }
 
 #[cfg(test)]
