@@ -64,8 +64,10 @@ use recent::{Generation, Recent};
 const SHARDS: usize = 16;
 
 thread_local! {
-    /// The peer NIs this thread's forwards read lately (see [`recent`]).
-    static RECENT: RefCell<Recent<PathPeerNi>> = RefCell::new(Recent::default());
+    /// The peer NIs this thread's forwards read lately (see [`recent`]), each with its
+    /// link to the local NI this thread sent to it through last.
+    static RECENT: RefCell<Recent<PathPeerNi, Option<Arc<PathLink>>>> =
+        RefCell::new(Recent::default());
     /// The Multi-Rail peers (or none) of the NIDs this thread's forwards read lately.
     static RECENT_MR: RefCell<Recent<MrPeer>> = RefCell::new(Recent::default());
     /// The forwarding snapshot as this thread read it last (see [`published`]).
@@ -87,6 +89,23 @@ pub(crate) struct PathNi {
 pub(crate) struct PathPeerNi {
     pub(crate) cell: Arc<NiCell>,
     pub(crate) addr: Addr<PeerNiActor>,
+}
+
+/// A local NI and a peer NI on its net that the path sends through, held as one: a send
+/// under way holds both until it completes (it gives their credits back then), and holds
+/// them with one count of holders written when it starts and one when it ends, not two
+/// of each (atomic writes). Each thread keeps the link of a peer NI it sent to with the
+/// peer NI ([`recent`]), for the local NI it sent through last.
+pub(crate) struct PathLink {
+    out: Arc<PathNi>,
+    to: Arc<PathPeerNi>,
+}
+
+impl PathLink {
+    /// Whether `self` and `other` join the same two.
+    fn same(&self, other: &PathLink) -> bool {
+        Arc::ptr_eq(&self.out, &other.out) && Arc::ptr_eq(&self.to, &other.to)
+    }
 }
 
 /// What the LNet actor publishes for the forwarding path. See the module documentation.
@@ -118,8 +137,7 @@ pub(crate) struct InFlight {
     payload: Bytes,
     ticket: Ticket,
     received_at: Millis,
-    out: Arc<PathNi>,
-    to: Arc<PathPeerNi>,
+    link: Arc<PathLink>,
 }
 
 /// A forwarded message whose send the actors must finish: its completion and what the
@@ -159,7 +177,7 @@ struct Charged<'s> {
     /// The destination the header names from here.
     dest: Nid,
     out: &'s Arc<PathNi>,
-    to: Arc<PathPeerNi>,
+    link: Arc<PathLink>,
     now: Millis,
 }
 
@@ -340,6 +358,29 @@ impl ForwardPath {
             .map(f)
     }
 
+    /// The link of local NI `out` and known peer NI `nid`, as this thread keeps it with
+    /// the peer NI while the peer NIs stay as they were, and `out` is the local NI it
+    /// sent to it through last; `None`: `nid` is not known.
+    fn link(&self, out: &Arc<PathNi>, nid: &Nid) -> Option<Arc<PathLink>> {
+        let look_up = || self.peer_ni(nid);
+        let link = |to: Option<&Arc<PathPeerNi>>, kept: &mut Option<Arc<PathLink>>| {
+            let to = to?;
+            if let Some(l) = kept.as_ref().filter(|l| Arc::ptr_eq(&l.out, out)) {
+                return Some(Arc::clone(l));
+            }
+            let l = Arc::new(PathLink {
+                out: Arc::clone(out),
+                to: Arc::clone(to),
+            });
+            *kept = Some(Arc::clone(&l));
+            Some(l)
+        };
+        RECENT.with(|r| match r.try_borrow_mut() {
+            Ok(mut r) => r.with_kept(&self.peers_changed, nid, look_up, link),
+            Err(_) => link(look_up().as_ref(), &mut None),
+        })
+    }
+
     /// Messages the path handed to an LND whose send has not completed.
     pub(crate) fn in_flight(&self) -> usize {
         self.in_flight.len()
@@ -404,7 +445,7 @@ impl ForwardPath {
             peer,
             dest,
             out,
-            to,
+            link,
             now,
         } = c;
         // The header as it came, but for the destination of a Multi-Rail final hop; the
@@ -412,17 +453,16 @@ impl ForwardPath {
         let mut header = msg.header;
         header.dest_nid = dest;
         let bytes = tx_bytes(&header);
-        to.cell.queued_bytes(bytes);
+        link.to.cell.queued_bytes(bytes);
         // A free peer NI credit (the usual case) is charged here, and the peer NI goes to
         // the flight as it was looked up; without one, the message queues for it below.
-        let waits = (!to.cell.try_take()).then(|| Arc::clone(&to));
+        let waits = (!link.to.cell.try_take()).then(|| Arc::clone(&link));
         let flight = InFlight {
             header: msg.header,
             payload: msg.payload.clone(),
             ticket,
             received_at: now,
-            out: Arc::clone(out),
-            to,
+            link,
         };
         // Kept by the next hop: one peer's sends in one shard.
         let id = match self.in_flight.insert(nid_shard(&peer) as u64, flight) {
@@ -431,9 +471,10 @@ impl ForwardPath {
                 // Every slot of the shard taken (2^32 sends under way): the credits and
                 // queued bytes go back and the actors take the message (counted again by
                 // them).
-                f.to.cell.sent_bytes(bytes);
+                let to = &f.link.to;
+                to.cell.sent_bytes(bytes);
                 if waits.is_none() {
-                    give_back(&f.to.cell, &f.to.addr);
+                    give_back(&to.cell, &to.addr);
                 }
                 give_back(&out.cell, &out.addr);
                 return Forward::Refused(f.ticket);
@@ -449,7 +490,7 @@ impl ForwardPath {
         // receiving tasks of different threads would otherwise all write the same counts.
         let now = match waits {
             None => Some(tx),
-            Some(to) => to.cell.take_or_queue(tx, |tx| {
+            Some(link) => link.to.cell.take_or_queue(tx, |tx| {
                 let path = Arc::clone(self);
                 let send = PathSend {
                     tx,
@@ -567,7 +608,8 @@ impl ForwardPath {
             )
             .ok()?;
         let out = snap.nis.get(&hop.ni).filter(|n| n.quiet)?;
-        let to = self.with_recent(&hop.peer, |p| p.cloned())?;
+        let link = self.link(out, &hop.peer)?;
+        let to = &link.to;
         // A peer NI whose cached status is not UP may be one the peer NI aliveness rule
         // drops messages to: the actor decides it, and counts the drop.
         if !out.cell.health().is_max()
@@ -602,7 +644,7 @@ impl ForwardPath {
             peer: hop.peer,
             dest: hop.dest,
             out,
-            to,
+            link,
             now,
         })
     }
@@ -620,9 +662,10 @@ impl ForwardPath {
             self.adopt(done, f);
             return;
         }
-        f.to.cell.sent_bytes(tx_bytes(&f.header));
-        give_back(&f.to.cell, &f.to.addr);
-        give_back(&f.out.cell, &f.out.addr);
+        let PathLink { out, to } = &*f.link;
+        to.cell.sent_bytes(tx_bytes(&f.header));
+        give_back(&to.cell, &to.addr);
+        give_back(&out.cell, &out.addr);
         self.pools.release_with(f.ticket, f.payload);
     }
 
@@ -644,8 +687,7 @@ impl ForwardPath {
                 };
                 sent.push(Sent {
                     bytes: tx_bytes(&f.header),
-                    to: f.to,
-                    out: f.out,
+                    link: f.link,
                 });
                 buffers.push((f.ticket, f.payload));
                 Some(counted)
@@ -654,7 +696,7 @@ impl ForwardPath {
         // No lock held from here: giving a credit back may send a message that waited.
         // The sends of a run to one peer NI through one NI give their bytes and credits
         // back together (most batches are one run).
-        for run in sent.chunk_by(|a, b| Arc::ptr_eq(&a.to, &b.to) && Arc::ptr_eq(&a.out, &b.out)) {
+        for run in sent.chunk_by(|a, b| a.link.same(&b.link)) {
             give_back_run(run);
         }
         drop(sent);
@@ -684,16 +726,16 @@ impl ForwardPath {
 /// Whether send `f`, completed as `done` says, was forwarded in full (OK, both NIs at
 /// full health), with its payload bytes: counted under the lock its removal takes.
 fn in_full(done: &TxCompletion, f: &InFlight) -> Option<u64> {
-    let well = done.status.is_ok() && f.out.cell.health().is_max() && f.to.cell.health().is_max();
+    let PathLink { out, to } = &*f.link;
+    let well = done.status.is_ok() && out.cell.health().is_max() && to.cell.health().is_max();
     well.then(|| u64::try_from(f.payload.len()).unwrap_or(u64::MAX))
 }
 
 /// A send that completed in full, as the credits it held see it.
 struct Sent {
-    /// Its bytes queued for `to`.
+    /// Its bytes queued for its peer NI.
     bytes: u64,
-    to: Arc<PathPeerNi>,
-    out: Arc<PathNi>,
+    link: Arc<PathLink>,
 }
 
 /// Gives back what a run of sends to one peer NI through one NI held: their bytes queued
@@ -704,7 +746,7 @@ fn give_back_run(run: &[Sent]) {
     };
     let n = u32::try_from(run.len()).unwrap_or(u32::MAX);
     let bytes = run.iter().fold(0u64, |b, s| b.saturating_add(s.bytes));
-    let (to, out) = (&first.to, &first.out);
+    let PathLink { out, to } = &*first.link;
     to.cell.sent_bytes(bytes);
     for w in to.cell.give_back_n(n) {
         let_go(w, &to.addr);

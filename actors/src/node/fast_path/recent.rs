@@ -9,6 +9,10 @@
 //! still hold it, and a lookup is then one read of the generation. The Multi-Rail peers
 //! of the NIDs the decision reads are kept the same way, with a generation of their own.
 //!
+//! Beside each peer NI, a thread may keep a value of its own that lives as long as the
+//! entry (`X`: the forwarding path keeps the link of the peer NI with the local NI it
+//! sent to it through last).
+//!
 //! A peer NI taken out of the maps stays held by a thread that kept it (its cell, and
 //! the address of its actor, which has no timer of its own) until that thread next
 //! forwards a message, or ends.
@@ -46,16 +50,23 @@ impl Generation {
     pub(super) fn changed(&self) {
         self.now.fetch_add(1, Ordering::Release);
     }
+
+    /// The generation now; read before any look-up, so that a change after it leaves a
+    /// newer generation behind.
+    pub(super) fn now(&self) -> u64 {
+        self.now.load(Ordering::Acquire)
+    }
 }
 
-/// The peer NIs (each a `P`) one thread keeps, of one path and one generation.
-pub(super) struct Recent<P> {
+/// The peer NIs (each a `P`, with a value `X` of the thread's) one thread keeps, of one
+/// path and one generation.
+pub(super) struct Recent<P, X = ()> {
     path: u64,
     generation: u64,
-    entries: Vec<(Nid, Option<Arc<P>>)>,
+    entries: Vec<(Nid, Option<Arc<P>>, X)>,
 }
 
-impl<P> Default for Recent<P> {
+impl<P, X> Default for Recent<P, X> {
     fn default() -> Self {
         Recent {
             path: u64::MAX,
@@ -65,7 +76,7 @@ impl<P> Default for Recent<P> {
     }
 }
 
-impl<P> Recent<P> {
+impl<P, X: Default> Recent<P, X> {
     /// `f` of peer NI `nid`: the one kept if the maps of `generation` have not changed
     /// since it was looked up, otherwise the one `look_up` finds now (then kept, found
     /// or not).
@@ -76,22 +87,34 @@ impl<P> Recent<P> {
         look_up: impl FnOnce() -> Option<Arc<P>>,
         f: impl FnOnce(Option<&Arc<P>>) -> R,
     ) -> R {
-        // Read before any look-up: a change after it leaves a newer generation behind.
-        let now = generation.now.load(Ordering::Acquire);
+        self.with_kept(generation, nid, look_up, |p, _| f(p))
+    }
+
+    /// [`Recent::with`], `f` also given the thread's value kept with the entry (a new
+    /// one, `X::default()`, when the entry is new).
+    pub(super) fn with_kept<R>(
+        &mut self,
+        generation: &Generation,
+        nid: &Nid,
+        look_up: impl FnOnce() -> Option<Arc<P>>,
+        f: impl FnOnce(Option<&Arc<P>>, &mut X) -> R,
+    ) -> R {
+        let now = generation.now();
         if self.path != generation.path || self.generation != now {
             self.path = generation.path;
             self.generation = now;
             self.entries.clear();
         }
-        if let Some((_, p)) = self.entries.iter().find(|(n, _)| n == nid) {
-            return f(p.as_ref());
+        if let Some((_, p, x)) = self.entries.iter_mut().find(|(n, _, _)| n == nid) {
+            return f(p.as_ref(), x);
         }
         if self.entries.len() >= KEPT {
             self.entries.remove(0);
         }
         let found = look_up();
-        let r = f(found.as_ref());
-        self.entries.push((*nid, found));
+        let mut x = X::default();
+        let r = f(found.as_ref(), &mut x);
+        self.entries.push((*nid, found, x));
         r
     }
 }
@@ -130,6 +153,30 @@ mod tests {
         assert_eq!(get(&mut r, &g, 2, &count), Some(2));
         assert_eq!(get(&mut r, &g, 3, &count), None);
         assert_eq!(count.get(), 4, "both looked up again after a change");
+    }
+
+    #[test]
+    fn a_value_kept_with_an_entry_lives_as_long_as_it() {
+        let g = Generation::new();
+        let mut r: Recent<u32, u32> = Recent::default();
+        let bump = |r: &mut Recent<u32, u32>, n: u32| {
+            r.with_kept(
+                &g,
+                &nid(n),
+                || Some(Arc::new(n)),
+                |_, x| {
+                    *x += 1;
+                    *x
+                },
+            )
+        };
+        assert_eq!(bump(&mut r, 2), 1, "a new entry's is the default");
+        assert_eq!(bump(&mut r, 2), 2);
+        assert_eq!(bump(&mut r, 4), 1, "one per entry");
+        assert_eq!(r.with(&g, &nid(2), || None, |p| p.map(|p| **p)), Some(2));
+        assert_eq!(bump(&mut r, 2), 3, "kept while the entry is");
+        g.changed();
+        assert_eq!(bump(&mut r, 2), 1, "gone with the entry");
     }
 
     #[test]
