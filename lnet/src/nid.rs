@@ -450,12 +450,14 @@ impl Nid {
     /// multiplicative hash of that form for the gni and kfi LNDs); for a larger one, a
     /// multiplicative hash of its address words and net. Neighbouring addresses land on
     /// different CPTs.
+    ///
+    /// The byte sum is inlined where it is called (with a constant `ncpts`, its remainder
+    /// is a mask); the hashes are not.
+    #[inline]
     pub fn cpt(&self, ncpts: u32) -> u32 {
         if ncpts <= 1 {
             return 0;
         }
-        // `LNET_CPT_BITS`: the fewest bits that count the CPTs.
-        let bits = u32::BITS - (ncpts - 1).leading_zeros();
         let hashed = matches!(self.net.lnd, LndType::GNILND | LndType::KFILND) || self.is_any();
         if let (NidAddr::V4(addr), false) = (self.addr, hashed) {
             // The bytes of the 64-bit form (the LND type, the net number's two, the
@@ -468,6 +470,14 @@ impl Nid {
             let sum = pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48;
             return u32::try_from(sum).unwrap_or(0) % ncpts;
         }
+        self.hashed_cpt(ncpts)
+    }
+
+    /// [`Nid::cpt`] by a multiplicative hash (`ncpts` above 1).
+    #[inline(never)]
+    fn hashed_cpt(&self, ncpts: u32) -> u32 {
+        // `LNET_CPT_BITS`: the fewest bits that count the CPTs.
+        let bits = u32::BITS - ncpts.saturating_sub(1).leading_zeros();
         match self.to_nid4() {
             // ANY: all eight bytes 0xFF.
             Ok(u64::MAX) => 2040 % ncpts,
