@@ -69,5 +69,9 @@ mod tests {
             clock.at(Instant::now() - Duration::from_secs(9)),
             Millis::ZERO
         );
+        // Whole milliseconds, the part of one left out.
+        let later = Instant::now() + Duration::from_nanos(2_000_999_999);
+        assert_eq!(clock.at(later), Millis(3500));
+        assert_eq!(clock.at(later + Duration::from_nanos(1)), Millis(3501));
     }
 }
