@@ -37,7 +37,10 @@ pub(crate) fn find(ni: u64, peer: &ProcessId) -> Option<Arc<PeerTx>> {
 /// per send). A call made while `f` runs on this thread (not expected) finds nothing.
 pub(crate) fn with<R>(ni: u64, peer: &ProcessId, f: impl FnOnce(Option<&Arc<PeerTx>>) -> R) -> R {
     RECENT.with(|r| match r.try_borrow() {
-        Ok(r) => f(r.iter().find(|e| e.ni == ni && e.peer == *peer).map(|e| &e.tx)),
+        Ok(r) => f(r
+            .iter()
+            .find(|e| e.ni == ni && e.peer == *peer)
+            .map(|e| &e.tx)),
         Err(_) => f(None),
     })
 }
