@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwapOption;
-use lnd::{Lnd, SendError, TryRefused, TxRequest};
+use lnd::{Lnd, SendError, TryRefused, TrySend, TxRequest};
 use lnet::Nid;
 
 use crate::lnd_counters::LndCounters;
@@ -34,6 +34,9 @@ pub trait Driver: Send + Sync + 'static {
     ) -> Pin<Box<dyn Future<Output = Result<(), SendError>> + Send + '_>>;
     /// [`Lnd::try_send`]: never waits; [`SendError::Stopped`] once the NI is stopped.
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused>;
+    /// [`Lnd::sender`] of the running LND; `None` once the NI is stopped, or when the
+    /// LND has none.
+    fn sender(&self) -> Option<Arc<dyn TrySend>>;
     /// [`Lnd::stop`]: takes the NI down. Whether it stopped cleanly (every send under way
     /// had returned within a bounded wait); a second call does nothing and says true.
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
@@ -118,6 +121,10 @@ impl<L: Lnd> Driver for NiDriver<L> {
             Some(lnd) => lnd.try_send(tx),
             None => Err(TryRefused::Refused(SendError::Stopped { ni: self.nid })),
         }
+    }
+
+    fn sender(&self) -> Option<Arc<dyn TrySend>> {
+        self.slot.load().as_ref().and_then(|lnd| lnd.sender())
     }
 
     fn stop(&self) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {

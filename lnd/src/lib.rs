@@ -15,5 +15,5 @@ pub mod socklnd;
 pub use counters::LndCounters;
 pub use lnd::{
     Charged, Later, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused,
-    TxCompletion, TxId, TxRequest,
+    TrySend, TxCompletion, TxId, TxRequest,
 };

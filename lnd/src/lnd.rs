@@ -296,6 +296,16 @@ pub enum TryRefused {
     Refused(SendError),
 }
 
+/// The part of an LND that takes a message without waiting ([`Lnd::try_send`]), apart from
+/// the LND ([`Lnd::sender`]): a sender keeps it and sends through it without reaching the
+/// LND itself, which whoever stops the NI must own. Once the NI is stopping it refuses
+/// every message as stopped ([`SendError::Stopped`]), or finishes it as
+/// [`Lnd::stop`] finishes the sends it finds.
+pub trait TrySend: Send + Sync + 'static {
+    /// [`Lnd::try_send`].
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused>;
+}
+
 /// One LNet network driver, running one NI.
 pub trait Lnd: Sized + Send + Sync + 'static {
     /// What it takes to start an NI.
@@ -323,6 +333,12 @@ pub trait Lnd: Sized + Send + Sync + 'static {
     /// completion handing its credit to a waiting message). The default takes nothing.
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
         Err(TryRefused::WouldWait(Box::new(tx)))
+    }
+
+    /// Its [`TrySend`], for a sender to keep; `None` (the default) when the LND has none
+    /// apart from itself.
+    fn sender(&self) -> Option<Arc<dyn TrySend>> {
+        None
     }
 
     /// Takes the NI down: stops accepting, closes every connection, and finishes every

@@ -424,6 +424,47 @@ async fn a_frame_left_incomplete_for_the_socklnd_timeout_closes_its_connection()
     b.lnd.stop().await;
 }
 
+/// A sender kept apart from its NI (`Lnd::sender`) sends as the NI does while it runs,
+/// and refuses as stopped once the NI has stopped, though it outlives the NI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_sender_sends_while_its_ni_runs_and_refuses_once_it_stopped() {
+    let mut a = Node::start(config("127.0.0.60", 20022)).await;
+    let mut b = Node::start(config("127.0.0.61", 20022)).await;
+    let (an, bn) = (a.nid(), b.nid());
+    let sender = a.lnd.sender().expect("socklnd has a sender");
+    let header = put(an, bn, b"", false);
+    let tx = move |id| lnd::TxRequest {
+        id: TxId(id),
+        peer: bn,
+        header,
+        payload: Bytes::new(),
+    };
+    // The first starts the peer (and this thread keeps its send side); the second finds it.
+    for id in [1, 2] {
+        sender.try_send(tx(id)).unwrap();
+        let m = b.message().await;
+        assert_eq!((m.header, m.from), (header, ProcessId::lustre(an)));
+        let done = a.completion().await;
+        assert_eq!((done.id, done.status), (TxId(id), HealthStatus::Ok));
+    }
+    let Node { lnd, mut done, .. } = a;
+    lnd.stop().await;
+    assert!(matches!(
+        sender.try_send(tx(3)),
+        Err(lnd::TryRefused::Refused(lnd::SendError::Stopped { ni })) if ni == an
+    ));
+    // From a thread that keeps nothing of the NI: refused by its peer table.
+    let other = std::thread::spawn(move || {
+        matches!(
+            sender.try_send(tx(4)),
+            Err(lnd::TryRefused::Refused(lnd::SendError::Stopped { .. }))
+        )
+    });
+    assert!(other.join().expect("thread"), "refused as stopped");
+    assert!(done.try_recv().is_err(), "no completion of a refused send");
+    b.lnd.stop().await;
+}
+
 #[tokio::test]
 async fn send_refuses_what_it_cannot_carry() {
     let mut cfg = config("127.0.0.26", 20013);

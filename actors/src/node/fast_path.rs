@@ -38,7 +38,7 @@ use actix::prelude::*;
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use crossbeam_utils::sync::ShardedLock;
-use lnd::{RxMessage, SendError, TryRefused, TxCompletion, TxId, TxRequest};
+use lnd::{RxMessage, SendError, TryRefused, TrySend, TxCompletion, TxId, TxRequest};
 use lnet::forward::{ForwardMsg, ForwardTable, Live, MrPeer};
 use lnet::time::Millis;
 use lnet::{Header, Net, Nid};
@@ -79,6 +79,10 @@ thread_local! {
 pub(crate) struct PathNi {
     pub(crate) cell: Arc<NiCell>,
     pub(crate) addr: Addr<LocalNiActor>,
+    /// Its LND's sender, when it has one: a send that may not wait goes through it
+    /// rather than through `driver`, whose slot for the LND costs two atomic writes to
+    /// read. It refuses sends once the NI stops, as the driver does.
+    pub(crate) sender: Option<Arc<dyn TrySend>>,
     pub(crate) driver: Arc<dyn Driver>,
     /// Up, and not advertised DOWN: traffic on it changes nothing the actor keeps.
     pub(crate) quiet: bool,
@@ -501,7 +505,7 @@ impl ForwardPath {
                 Waiter::Path(Box::new(move || path.resume(send)))
             }),
         };
-        match now.and_then(|tx| self.try_send(tx, ni, &out.driver)) {
+        match now.and_then(|tx| self.try_send(tx, ni, &out.driver, out.sender.as_ref())) {
             Some(send) => Forward::Waits(Box::new(send)),
             None => Forward::Sent,
         }
@@ -511,7 +515,7 @@ impl ForwardPath {
     /// the credit back; only if its LND would make it wait does a task of its own wait.
     fn resume(self: Arc<Self>, send: PathSend) {
         let PathSend { tx, ni, driver } = send;
-        let Some(send) = self.try_send(tx, ni, &driver) else {
+        let Some(send) = self.try_send(tx, ni, &driver, None) else {
             return;
         };
         match tokio::runtime::Handle::try_current() {
@@ -525,12 +529,22 @@ impl ForwardPath {
         }
     }
 
-    /// Hands a charged message, for local NI `ni`, to its LND (`driver`) if it takes it
-    /// without waiting; a refusal completes it at once. Gives it back if the LND would
-    /// make it wait.
-    fn try_send(&self, tx: TxRequest, ni: Nid, driver: &Arc<dyn Driver>) -> Option<PathSend> {
+    /// Hands a charged message, for local NI `ni`, to its LND (through `sender` if set,
+    /// else `driver`) if it takes it without waiting; a refusal completes it at once.
+    /// Gives it back if the LND would make it wait.
+    fn try_send(
+        &self,
+        tx: TxRequest,
+        ni: Nid,
+        driver: &Arc<dyn Driver>,
+        sender: Option<&Arc<dyn TrySend>>,
+    ) -> Option<PathSend> {
         let (id, peer) = (tx.id, tx.peer);
-        match driver.try_send(tx) {
+        let sent = match sender {
+            Some(sender) => sender.try_send(tx),
+            None => driver.try_send(tx),
+        };
+        match sent {
             Ok(()) => None,
             Err(TryRefused::WouldWait(tx)) => Some(PathSend {
                 tx: *tx,

@@ -68,6 +68,7 @@ impl LnetActor {
                 let ni = PathNi {
                     cell: Arc::clone(&e.cell),
                     addr: e.addr.clone(),
+                    sender: e.driver.sender(),
                     driver: Arc::clone(&e.driver),
                     quiet,
                 };

@@ -22,7 +22,7 @@ use super::peer::{NiShared, Peers};
 use super::stats::{CloseCounters, CloseReason, NiStats, PeerStats, WriteCounters};
 use super::tunables::LiveTunables;
 use crate::counters::LndCounters;
-use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TxRequest};
+use crate::lnd::{Lnd, LndHandler, SendError, TryRefused, TrySend, TxRequest};
 
 /// Instance numbers of the NIs started in this process.
 static NI_INSTANCES: AtomicU64 = AtomicU64::new(1);
@@ -112,25 +112,35 @@ fn listen(addr: SocketAddr, backlog: u32) -> std::io::Result<TcpListener> {
     socket.listen(backlog)
 }
 
-impl<H: LndHandler> SockLnd<H> {
+/// The send side of a socklnd NI apart from the NI ([`Lnd::sender`]): it takes messages as
+/// [`Lnd::try_send`] does while the NI runs, and refuses them as stopped once the NI is
+/// stopping (its peer table and each peer's send side say so).
+struct SockSender<H: LndHandler>(Arc<NiShared<H>>);
+
+impl<H: LndHandler> TrySend for SockSender<H> {
+    fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
+        self.0.try_send(tx)
+    }
+}
+
+impl<H: LndHandler> NiShared<H> {
     /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer: one this
     /// thread sent to lately without the NI's peer table ([`recent`]).
-    fn accept(&self, tx: &TxRequest) -> Result<Arc<PeerTx>, SendError> {
+    fn accept(self: &Arc<Self>, tx: &TxRequest) -> Result<Arc<PeerTx>, SendError> {
         self.check(tx)?;
         let peer = ProcessId::lustre(tx.peer);
-        let instance = self.shared.instance;
-        if let Some(handle) = recent::find(instance, &peer) {
+        if let Some(handle) = recent::find(self.instance, &peer) {
             return Ok(handle);
         }
-        let ni = self.shared.me.nid;
-        let handle = self.shared.peer_tx(peer).ok_or(SendError::Stopped { ni })?;
-        recent::keep(instance, peer, Arc::clone(&handle));
+        let ni = self.me.nid;
+        let handle = self.peer_tx(peer).ok_or(SendError::Stopped { ni })?;
+        recent::keep(self.instance, peer, Arc::clone(&handle));
         Ok(handle)
     }
 
     /// Refuses `tx` if this NI cannot send it.
     fn check(&self, tx: &TxRequest) -> Result<(), SendError> {
-        let ni = self.shared.me.nid;
+        let ni = self.me.nid;
         let peer = tx.peer;
         if peer.net != ni.net {
             return Err(SendError::WrongNet { peer, ni });
@@ -146,6 +156,30 @@ impl<H: LndHandler> SockLnd<H> {
         tx.header.check_lnet().map_err(bad)?;
         // Refused now if the header cannot go on the wire.
         tx.header.check_nid4().map_err(bad)
+    }
+
+    /// [`Lnd::try_send`].
+    fn try_send(self: &Arc<Self>, tx: TxRequest) -> Result<(), TryRefused> {
+        self.check(&tx).map_err(TryRefused::Refused)?;
+        let ni = self.me.nid;
+        let answer = |pushed| match pushed {
+            Pushed::Taken => Ok(()),
+            Pushed::Full(tx) => Err(TryRefused::WouldWait(Box::new(tx))),
+            Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
+        };
+        let peer = ProcessId::lustre(tx.peer);
+        // A kept send side is borrowed where it is kept, and the send is made there: only
+        // the small answer comes back out (not the send, over 200 bytes).
+        let mut tx = Some(tx);
+        let kept = recent::with(self.instance, &peer, |kept| {
+            Some(answer(kept?.try_send(tx.take()?)))
+        });
+        match (kept, tx) {
+            (Some(answer), _) => answer,
+            (None, Some(tx)) => answer(self.accept(&tx).map_err(TryRefused::Refused)?.try_send(tx)),
+            // The send is taken out only by a kept side, which answers.
+            (None, None) => Ok(()),
+        }
     }
 }
 
@@ -192,32 +226,17 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
     }
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
-        let handle = self.accept(&tx)?;
+        let handle = self.shared.accept(&tx)?;
         let ni = self.shared.me.nid;
         handle.send(tx).await.map_err(|_| SendError::Stopped { ni })
     }
 
     fn try_send(&self, tx: TxRequest) -> Result<(), TryRefused> {
-        self.check(&tx).map_err(TryRefused::Refused)?;
-        let ni = self.shared.me.nid;
-        let answer = |pushed| match pushed {
-            Pushed::Taken => Ok(()),
-            Pushed::Full(tx) => Err(TryRefused::WouldWait(Box::new(tx))),
-            Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
-        };
-        let peer = ProcessId::lustre(tx.peer);
-        // A kept send side is borrowed where it is kept, and the send is made there: only
-        // the small answer comes back out (not the send, over 200 bytes).
-        let mut tx = Some(tx);
-        let kept = recent::with(self.shared.instance, &peer, |kept| {
-            Some(answer(kept?.try_send(tx.take()?)))
-        });
-        match (kept, tx) {
-            (Some(answer), _) => answer,
-            (None, Some(tx)) => answer(self.accept(&tx).map_err(TryRefused::Refused)?.try_send(tx)),
-            // The send is taken out only by a kept side, which answers.
-            (None, None) => Ok(()),
-        }
+        self.shared.try_send(tx)
+    }
+
+    fn sender(&self) -> Option<Arc<dyn TrySend>> {
+        Some(Arc::new(SockSender(Arc::clone(&self.shared))))
     }
 
     async fn stop(mut self) {
