@@ -124,11 +124,9 @@ impl<H: LndHandler> TrySend for SockSender<H> {
 }
 
 impl<H: LndHandler> NiShared<H> {
-    /// Checks `tx` as [`Lnd::send`] does, and finds (or starts) its peer: one this
-    /// thread sent to lately without the NI's peer table ([`recent`]).
-    fn accept(self: &Arc<Self>, tx: &TxRequest) -> Result<Arc<PeerTx>, SendError> {
-        self.check(tx)?;
-        let peer = ProcessId::lustre(tx.peer);
+    /// Finds (or starts) peer `peer`'s send side: one this thread sent to lately without
+    /// the NI's peer table ([`recent`]).
+    fn send_side(self: &Arc<Self>, peer: ProcessId) -> Result<Arc<PeerTx>, SendError> {
         if let Some(handle) = recent::find(self.instance, &peer) {
             return Ok(handle);
         }
@@ -176,7 +174,10 @@ impl<H: LndHandler> NiShared<H> {
         });
         match (kept, tx) {
             (Some(answer), _) => answer,
-            (None, Some(tx)) => answer(self.accept(&tx).map_err(TryRefused::Refused)?.try_send(tx)),
+            (None, Some(tx)) => {
+                let handle = self.send_side(peer).map_err(TryRefused::Refused)?;
+                answer(handle.try_send(tx))
+            }
             // The send is taken out only by a kept side, which answers.
             (None, None) => Ok(()),
         }
@@ -226,7 +227,8 @@ impl<H: LndHandler> Lnd for SockLnd<H> {
     }
 
     async fn send(&self, tx: TxRequest) -> Result<(), SendError> {
-        let handle = self.shared.accept(&tx)?;
+        self.shared.check(&tx)?;
+        let handle = self.shared.send_side(ProcessId::lustre(tx.peer))?;
         let ni = self.shared.me.nid;
         handle.send(tx).await.map_err(|_| SendError::Stopped { ni })
     }
