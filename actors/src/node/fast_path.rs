@@ -63,10 +63,14 @@ use recent::{Generation, Recent};
 /// Shards of the maps by NID.
 const SHARDS: usize = 16;
 
+/// Links a thread keeps per peer NI: one per local NI it sent to it through lately (the
+/// local NIs of a net, which Multi-Rail takes in turn, are few).
+const LINKS_KEPT: usize = 4;
+
 thread_local! {
     /// The peer NIs this thread's forwards read lately (see [`recent`]), each with its
-    /// link to the local NI this thread sent to it through last.
-    static RECENT: RefCell<Recent<PathPeerNi, Option<Arc<PathLink>>>> =
+    /// links to the local NIs this thread sent to it through lately.
+    static RECENT: RefCell<Recent<PathPeerNi, Vec<Arc<PathLink>>>> =
         RefCell::new(Recent::default());
     /// The Multi-Rail peers (or none) of the NIDs this thread's forwards read lately.
     static RECENT_MR: RefCell<Recent<MrPeer>> = RefCell::new(Recent::default());
@@ -95,21 +99,41 @@ pub(crate) struct PathPeerNi {
     pub(crate) addr: Addr<PeerNiActor>,
 }
 
-/// A local NI and a peer NI on its net that the path sends through, held as one: a send
-/// under way holds both until it completes (it gives their credits back then), and holds
-/// them with one count of holders written when it starts and one when it ends, not two
-/// of each (atomic writes). Each thread keeps the link of a peer NI it sent to with the
-/// peer NI ([`recent`]), for the local NI it sent through last.
-pub(crate) struct PathLink {
-    out: Arc<PathNi>,
-    to: Arc<PathPeerNi>,
+/// A local NI (`O`) and a peer NI (`T`) on its net that the path sends through, held as
+/// one: a send under way holds both until it completes (it gives their credits back
+/// then), and holds them with one count of holders written when it starts and one when
+/// it ends, not two of each (atomic writes). Each thread keeps the links of a peer NI it
+/// sent to with the peer NI ([`recent`]), one for each local NI it sent through lately.
+pub(crate) struct Link<O, T> {
+    out: Arc<O>,
+    to: Arc<T>,
 }
 
-impl PathLink {
+/// The forwarding path's links.
+type PathLink = Link<PathNi, PathPeerNi>;
+
+impl<O, T> Link<O, T> {
     /// Whether `self` and `other` join the same two.
-    fn same(&self, other: &PathLink) -> bool {
+    fn same(&self, other: &Link<O, T>) -> bool {
         Arc::ptr_eq(&self.out, &other.out) && Arc::ptr_eq(&self.to, &other.to)
     }
+}
+
+/// The link of `out` and `to` among `kept` (the links of peer NI `to` that a thread
+/// keeps); made and kept if there is none, the oldest let go when [`LINKS_KEPT`] are.
+fn kept_link<O, T>(kept: &mut Vec<Arc<Link<O, T>>>, out: &Arc<O>, to: &Arc<T>) -> Arc<Link<O, T>> {
+    if let Some(l) = kept.iter().find(|l| Arc::ptr_eq(&l.out, out)) {
+        return Arc::clone(l);
+    }
+    let l = Arc::new(Link {
+        out: Arc::clone(out),
+        to: Arc::clone(to),
+    });
+    if kept.len() >= LINKS_KEPT {
+        kept.remove(0);
+    }
+    kept.push(Arc::clone(&l));
+    l
 }
 
 /// What the LNet actor publishes for the forwarding path. See the module documentation.
@@ -363,25 +387,16 @@ impl ForwardPath {
     }
 
     /// The link of local NI `out` and known peer NI `nid`, as this thread keeps it with
-    /// the peer NI while the peer NIs stay as they were, and `out` is the local NI it
-    /// sent to it through last; `None`: `nid` is not known.
+    /// the peer NI while the peer NIs stay as they were (at most [`LINKS_KEPT`] per peer
+    /// NI, the oldest let go first); `None`: `nid` is not known.
     fn link(&self, out: &Arc<PathNi>, nid: &Nid) -> Option<Arc<PathLink>> {
         let look_up = || self.peer_ni(nid);
-        let link = |to: Option<&Arc<PathPeerNi>>, kept: &mut Option<Arc<PathLink>>| {
-            let to = to?;
-            if let Some(l) = kept.as_ref().filter(|l| Arc::ptr_eq(&l.out, out)) {
-                return Some(Arc::clone(l));
-            }
-            let l = Arc::new(PathLink {
-                out: Arc::clone(out),
-                to: Arc::clone(to),
-            });
-            *kept = Some(Arc::clone(&l));
-            Some(l)
+        let link = |to: Option<&Arc<PathPeerNi>>, kept: &mut Vec<Arc<PathLink>>| {
+            Some(kept_link(kept, out, to?))
         };
         RECENT.with(|r| match r.try_borrow_mut() {
             Ok(mut r) => r.with_kept(&self.peers_changed, nid, look_up, link),
-            Err(_) => link(look_up().as_ref(), &mut None),
+            Err(_) => link(look_up().as_ref(), &mut Vec::new()),
         })
     }
 
@@ -812,6 +827,38 @@ mod tests {
             clock,
             adopt,
         )
+    }
+
+    #[test]
+    fn a_peer_ni_has_a_link_kept_for_each_local_ni_it_is_sent_to_through() {
+        let to = Arc::new("peer NI");
+        let outs: Vec<Arc<u32>> = (0..=LINKS_KEPT as u32).map(Arc::new).collect();
+        let mut kept = Vec::new();
+        // Multi-Rail takes two local NIs in turn: each keeps its link.
+        let first = kept_link(&mut kept, &outs[0], &to);
+        for _ in 0..3 {
+            assert!(Arc::ptr_eq(
+                &kept_link(&mut kept, &outs[1], &to).out,
+                &outs[1]
+            ));
+            assert!(Arc::ptr_eq(&kept_link(&mut kept, &outs[0], &to), &first));
+        }
+        assert_eq!(kept.len(), 2);
+        assert!(first.same(&kept_link(&mut kept, &outs[0], &to)));
+        assert!(!first.same(&kept_link(&mut kept, &outs[1], &to)));
+        // At most LINKS_KEPT: the oldest goes, and its local NI is let go.
+        for out in &outs[2..] {
+            kept_link(&mut kept, out, &to);
+        }
+        assert_eq!(kept.len(), LINKS_KEPT);
+        drop(first);
+        assert_eq!(Arc::strong_count(&outs[0]), 1, "its link let go");
+        let again = kept_link(&mut kept, &outs[0], &to);
+        assert!(Arc::ptr_eq(&again.out, &outs[0]) && Arc::ptr_eq(&again.to, &to));
+        assert!(
+            !kept.iter().any(|l| Arc::ptr_eq(&l.out, &outs[1])),
+            "the next oldest went"
+        );
     }
 
     #[test]

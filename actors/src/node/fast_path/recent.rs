@@ -10,8 +10,8 @@
 //! of the NIDs the decision reads are kept the same way, with a generation of their own.
 //!
 //! Beside each peer NI, a thread may keep a value of its own that lives as long as the
-//! entry (`X`: the forwarding path keeps the link of the peer NI with the local NI it
-//! sent to it through last).
+//! entry (`X`: the forwarding path keeps the links of the peer NI with the local NIs it
+//! sent to it through lately).
 //!
 //! A peer NI taken out of the maps stays held by a thread that kept it (its cell, and
 //! the address of its actor, which has no timer of its own) until that thread next
