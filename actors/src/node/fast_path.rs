@@ -104,6 +104,9 @@ pub(crate) struct PathPeerNi {
 /// then), and holds them with one count of holders written when it starts and one when
 /// it ends, not two of each (atomic writes). Each thread keeps the links of a peer NI it
 /// sent to with the peer NI ([`recent`]), one for each local NI it sent through lately.
+/// A kept link holds its local NI as a snapshot had it (its cell, actor address and LND
+/// sender) until the thread lets it go: when the peer NI maps change, when the entry
+/// makes room, or when [`LINKS_KEPT`] newer links of that peer NI are kept.
 pub(crate) struct Link<O, T> {
     out: Arc<O>,
     to: Arc<T>,
