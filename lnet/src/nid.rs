@@ -175,12 +175,36 @@ impl LndType {
 }
 
 /// An LNet network: an LND type and a network number (`tcp1`, `o2ib`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Net {
     /// The LND type.
     pub lnd: LndType,
     /// The network number (`tcp` == `tcp0`).
     pub num: u16,
+}
+
+/// A net is hashed as its 32-bit id (one word, where its fields would be two).
+impl std::hash::Hash for Net {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u32(self.to_u32());
+    }
+}
+
+/// A NID with a 4-byte address is hashed as one word, its 64-bit form but for `ANY`
+/// (where its fields, the address's kind among them, would be four): every message
+/// forwarded looks NIDs up in several maps. Equal NIDs write the same.
+impl std::hash::Hash for Nid {
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let net = u64::from(self.net.to_u32());
+        match self.addr {
+            NidAddr::V4(addr) => state.write_u64((net << 32) | u64::from(addr)),
+            NidAddr::V6(addr) => {
+                state.write_u64(net);
+                state.write(&addr);
+            }
+        }
+    }
 }
 
 impl Net {
@@ -315,7 +339,7 @@ pub enum NidAddr {
 }
 
 /// A network identifier: a net and an address on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Nid {
     /// The net.
     pub net: Net,

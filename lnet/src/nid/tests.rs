@@ -249,3 +249,39 @@ fn the_largest_ipv4_nid_sums_without_carrying() {
     let n = Nid::new(Net::new(LndType::SOCKLND, u16::MAX), u32::MAX);
     assert_eq!(n.cpt(2000), 1532);
 }
+
+/// The words a hash is fed, in order.
+#[derive(Default)]
+struct Words(Vec<Vec<u8>>);
+
+impl std::hash::Hasher for Words {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.push(bytes.to_vec());
+    }
+}
+
+fn words(n: &Nid) -> Vec<Vec<u8>> {
+    let mut w = Words::default();
+    std::hash::Hash::hash(n, &mut w);
+    w.0
+}
+
+#[test]
+fn a_nid4_is_hashed_as_one_word_and_equal_nids_alike() {
+    let a: Nid = "10.0.0.1@tcp1".parse().expect("nid");
+    let nid4 = a.to_nid4().expect("nid4");
+    assert_eq!(words(&a), vec![nid4.to_ne_bytes().to_vec()]);
+    assert_eq!(words(&a), words(&"10.0.0.1@tcp1".parse().expect("nid")));
+    assert_ne!(words(&a), words(&"10.0.0.1@tcp".parse().expect("nid")));
+    assert_ne!(words(&a), words(&"10.0.0.2@tcp1".parse().expect("nid")));
+    let v6 = |b| Nid {
+        net: a.net,
+        addr: NidAddr::V6([b; 16]),
+    };
+    assert_eq!(words(&v6(7)), words(&v6(7)));
+    assert_ne!(words(&v6(7)), words(&v6(8)));
+    assert_ne!(words(&v6(7)), words(&a));
+}
