@@ -166,20 +166,16 @@ impl<H: LndHandler> NiShared<H> {
             Pushed::Stopped(_) => Err(TryRefused::Refused(SendError::Stopped { ni })),
         };
         let peer = ProcessId::lustre(tx.peer);
-        // A kept send side is borrowed where it is kept, and the send is made there: only
-        // the small answer comes back out (not the send, over 200 bytes).
-        let mut tx = Some(tx);
-        let kept = recent::with(self.instance, &peer, |kept| {
-            Some(answer(kept?.try_send(tx.take()?)))
-        });
-        match (kept, tx) {
-            (Some(answer), _) => answer,
-            (None, Some(tx)) => {
+        // A kept send side is borrowed where it is kept, and the send is made there; the
+        // send comes back only when the thread does not keep it.
+        match recent::with(self.instance, &peer, tx, |kept, tx| {
+            answer(kept.try_send(tx))
+        }) {
+            Ok(answer) => answer,
+            Err(tx) => {
                 let handle = self.send_side(peer).map_err(TryRefused::Refused)?;
                 answer(handle.try_send(tx))
             }
-            // The send is taken out only by a kept side, which answers.
-            (None, None) => Ok(()),
         }
     }
 }

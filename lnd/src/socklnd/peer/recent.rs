@@ -29,19 +29,27 @@ thread_local! {
 
 /// The send side of peer `peer` of NI instance `ni`, if this thread keeps it.
 pub(crate) fn find(ni: u64, peer: &ProcessId) -> Option<Arc<PeerTx>> {
-    with(ni, peer, |tx| tx.map(Arc::clone))
+    with(ni, peer, (), |tx, ()| Arc::clone(tx)).ok()
 }
 
-/// `f` of the send side of peer `peer` of NI instance `ni` as this thread keeps it
-/// (`None`: not kept), borrowed: no count of its holders is written (two atomic writes
-/// per send). A call made while `f` runs on this thread (not expected) finds nothing.
-pub(crate) fn with<R>(ni: u64, peer: &ProcessId, f: impl FnOnce(Option<&Arc<PeerTx>>) -> R) -> R {
-    RECENT.with(|r| match r.try_borrow() {
-        Ok(r) => f(r
-            .iter()
-            .find(|e| e.ni == ni && e.peer == *peer)
-            .map(|e| &e.tx)),
-        Err(_) => f(None),
+/// `f` of the send side of peer `peer` of NI instance `ni` and `x`, where this thread
+/// keeps the send side, borrowed: no count of its holders is written (two atomic writes
+/// per send). `x` comes back when the thread does not keep it (or when called while `f`
+/// runs on this thread, which is not expected).
+pub(crate) fn with<T, R>(
+    ni: u64,
+    peer: &ProcessId,
+    x: T,
+    f: impl FnOnce(&Arc<PeerTx>, T) -> R,
+) -> Result<R, T> {
+    RECENT.with(|r| {
+        let Ok(r) = r.try_borrow() else {
+            return Err(x);
+        };
+        match r.iter().find(|e| e.ni == ni && e.peer == *peer) {
+            Some(e) => Ok(f(&e.tx, x)),
+            None => Err(x),
+        }
     })
 }
 
