@@ -7,18 +7,57 @@
 //! probe, until the node reads on (a socklnd connection whose reader waits leaves
 //! everything the peer sent after that message unread). Only waits are counted, never a message that goes straight through:
 //! nothing is written per message on the fast path.
+//!
+//! The counts are kept per thread (a shard of its own for each of the first [`SHARDS`]
+//! threads that wait): a wait writes its own thread's lock and counts, never a lock every
+//! receiving thread of the node writes. The net check, once a tick, reads every shard.
 
+use std::cell::Cell;
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, PoisonError};
 
 use lnd::Later;
 use lnet::Net;
 use rustc_hash::FxHashMap;
 
+/// Shards of the counts: more than a node's receiving threads (one per CPT, one per
+/// core by default), so that each has one of its own.
+const SHARDS: usize = 64;
+
+/// Threads that asked for their shard so far.
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// This thread's shard.
+    static SHARD: Cell<Option<usize>> = const { Cell::new(None) };
+}
+
+/// The shard of the calling thread.
+fn shard() -> usize {
+    SHARD
+        .try_with(|s| {
+            s.get().unwrap_or_else(|| {
+                let i = THREADS.fetch_add(1, Relaxed) % SHARDS;
+                s.set(Some(i));
+                i
+            })
+        })
+        .unwrap_or(0)
+}
+
 /// Waits under way, per local net. See the module documentation.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Held {
-    nets: Mutex<FxHashMap<Net, usize>>,
+    shards: Box<[Mutex<FxHashMap<Net, usize>>]>,
+}
+
+impl Default for Held {
+    fn default() -> Held {
+        Held {
+            shards: (0..SHARDS).map(|_| Mutex::default()).collect(),
+        }
+    }
 }
 
 impl Held {
@@ -39,14 +78,22 @@ impl Held {
 
     /// The nets with a wait under way now, in order.
     pub(crate) fn nets(&self) -> Vec<Net> {
-        let nets = self.nets.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut out: Vec<Net> = nets.keys().copied().collect();
+        let mut out: Vec<Net> = Vec::new();
+        for shard in &self.shards {
+            let nets = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            out.extend(nets.keys());
+        }
         out.sort();
+        out.dedup();
         out
     }
 
-    fn change(&self, net: Net, up: bool) {
-        let mut nets = self.nets.lock().unwrap_or_else(PoisonError::into_inner);
+    /// Counts a wait for `net` in shard `shard` (`up`), or its end.
+    fn change(&self, shard: usize, net: Net, up: bool) {
+        let Some(shard) = self.shards.get(shard) else {
+            return;
+        };
+        let mut nets = shard.lock().unwrap_or_else(PoisonError::into_inner);
         let n = nets.entry(net).or_default();
         if up {
             *n = n.saturating_add(1);
@@ -59,22 +106,25 @@ impl Held {
     }
 }
 
-/// One wait, counted while it lives.
+/// One wait, counted while it lives, in the shard of the thread that started it (where
+/// it ends, whatever thread drops it).
 struct Guard<'a> {
     held: &'a Held,
+    shard: usize,
     net: Net,
 }
 
 impl<'a> Guard<'a> {
     fn new(held: &'a Held, net: Net) -> Guard<'a> {
-        held.change(net, true);
-        Guard { held, net }
+        let shard = shard();
+        held.change(shard, net, true);
+        Guard { held, shard, net }
     }
 }
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        self.held.change(self.net, false);
+        self.held.change(self.shard, self.net, false);
     }
 }
 
@@ -113,5 +163,33 @@ mod tests {
         tx.send(5).expect("waiting");
         assert_eq!(now(&mut a), Some(Ok(5)));
         assert!(held.nets().is_empty());
+    }
+
+    #[test]
+    fn waits_of_several_threads_are_counted_apart_and_read_together() {
+        let held = Held::default();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<usize>();
+        let held = &held;
+        std::thread::scope(|s| {
+            // Another thread's wait on tcp1, started there and ended here.
+            let other = s.spawn(move || {
+                let w = held.wait(net("tcp1"), std::future::pending::<()>());
+                started_tx.send(shard()).expect("told");
+                go_rx.recv().expect("go");
+                w
+            });
+            let their_shard = started_rx.recv().expect("started");
+            assert_ne!(their_shard, shard(), "a shard of its own");
+            let mine = held.wait(net("tcp1"), std::future::pending::<()>());
+            let _o2ib = held.wait(net("o2ib"), std::future::pending::<()>());
+            assert_eq!(held.nets(), vec![net("tcp1"), net("o2ib")]);
+            go_tx.send(()).expect("go");
+            let theirs = other.join().expect("joined");
+            drop(mine);
+            assert_eq!(held.nets(), vec![net("tcp1"), net("o2ib")], "theirs lasts");
+            drop(theirs);
+            assert_eq!(held.nets(), vec![net("o2ib")]);
+        });
     }
 }
