@@ -67,6 +67,9 @@ pub struct SocklndWrites {
     pub cut_short: u64,
     /// Of the reader's rounds, those written as the start of more (`MSG_MORE`).
     pub more: u64,
+    /// Rounds a reader staged (not written: the frames' sends completed and their bytes
+    /// went out with the next write), while a frame it read waited.
+    pub staged: u64,
 }
 
 impl From<&NiStats> for SocklndCounters {
@@ -81,6 +84,7 @@ impl From<&NiStats> for SocklndCounters {
                 by_writer_task: s.writes.by_writer_task,
                 cut_short: s.writes.cut_short,
                 more: s.writes.more,
+                staged: s.writes.staged,
             },
         }
     }
@@ -183,6 +187,7 @@ mod tests {
         s.closes.insert(CloseReason::BadLnetHeader, 1);
         s.writes.by_reader = 7;
         s.writes.more = 2;
+        s.writes.staged = 5;
         let c = SocklndCounters::from(&s);
         assert_eq!(c.closes.len(), CloseReason::ALL.len());
         assert_eq!(c.closes["handshake_timeout"], 3);
@@ -191,6 +196,7 @@ mod tests {
         assert_eq!(c.closes.values().sum::<u64>(), 4);
         assert_eq!(c.writes.by_reader, 7);
         assert_eq!(c.writes.more, 2);
+        assert_eq!(c.writes.staged, 5);
         assert_eq!(c.writes.by_writer_task, 0);
     }
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use lnd::socklnd::SockLnd;
+use lnd::socklnd::{SockLnd, WriteCounts};
 use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
 use lnet::health::HealthStatus;
 use lnet::Nid;
@@ -198,17 +198,22 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
 }
 
 /// A read brings more frames than the forwarder's credits let through: while a header
-/// waits for a credit, the reader writes what it forwarded as the start of more (its
-/// completions give the credits back) and asks again; the last write or a push sends it
-/// all. Every frame arrives, in order, and every send completes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn frames_that_wait_for_credits_are_written_as_the_start_of_more_and_all_arrive() {
-    const CREDITS: usize = 8;
-    const SMALL: u32 = 3000;
-    let gate = Arc::new(Semaphore::new(SMALL as usize + 1));
+/// waits for a credit, the reader takes what it forwarded (staged: its sends complete and
+/// give the credits back, its bytes wait for the next write, or, past what a connection
+/// stages, written as the start of more) and asks again; the flush before the next read
+/// sends it all. Every frame arrives, intact and in order, and every send completes.
+async fn frames_beyond_the_credits(
+    first: u8,
+    port: u16,
+    size: usize,
+    credits: usize,
+) -> (WriteCounts, WriteCounts) {
+    const FRAMES: u32 = 3000;
+    let ip = |n: u8| format!("127.0.0.{}", first + n);
+    let gate = Arc::new(Semaphore::new(FRAMES as usize + 1));
     let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
     let b = SockLnd::start(
-        config("127.0.0.46", 20019),
+        config(&ip(2), port),
         Arc::new(Gated {
             gate,
             msgs: msgs_tx,
@@ -221,20 +226,20 @@ async fn frames_that_wait_for_credits_are_written_as_the_start_of_more_and_all_a
         next: b.nid(),
         lnd: OnceLock::new(),
         done: done_tx,
-        credits: Some(Arc::new(Semaphore::new(CREDITS))),
+        credits: Some(Arc::new(Semaphore::new(credits))),
     });
-    let mut rcfg = config("127.0.0.45", 20019);
+    let mut rcfg = config(&ip(1), port);
     rcfg.min_bulk = 2 << 20;
     let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
     let rn = r.nid();
     let _ = forwarder.lnd.set(r);
     let r = forwarder.lnd.get().unwrap();
-    let mut acfg = config("127.0.0.44", 20019);
+    let mut acfg = config(&ip(0), port);
     acfg.min_bulk = 2 << 20;
     let a = Node::start(acfg).await;
     let an = a.nid();
-    let small = |i: u32| {
-        let payload = pattern(16, i as u8);
+    let numbered = |i: u32| {
+        let payload = pattern(size, i as u8);
         let mut header = put(an, rn, &payload, false);
         if let lnet::Message::Put { offset, .. } = &mut header.msg {
             *offset = i;
@@ -246,41 +251,60 @@ async fn frames_that_wait_for_credits_are_written_as_the_start_of_more_and_all_a
             payload,
         }
     };
-    a.lnd.send(small(SMALL)).await.unwrap();
+    a.lnd.send(numbered(FRAMES)).await.unwrap();
     assert!(matches!(
         next_unbounded(&mut msgs).await.header.msg,
-        lnet::Message::Put { offset, .. } if offset == SMALL
+        lnet::Message::Put { offset, .. } if offset == FRAMES
     ));
     wait_conns(&a.lnd, rn, 3).await;
     wait_conns(r, b.nid(), 3).await;
 
     let before = r.stats().writes;
-    for i in 0..SMALL {
-        a.lnd.send(small(i)).await.unwrap();
+    for i in 0..FRAMES {
+        a.lnd.send(numbered(i)).await.unwrap();
     }
-    for i in 0..SMALL {
+    for i in 0..FRAMES {
         let m = next_unbounded(&mut msgs).await;
         let lnet::Message::Put { offset, .. } = m.header.msg else {
             panic!("not a PUT");
         };
         assert_eq!(offset, i, "frames out of order");
-        assert_eq!(m.payload, pattern(16, i as u8), "frame {i} damaged");
+        assert_eq!(m.payload, pattern(size, i as u8), "frame {i} damaged");
     }
-    for _ in 0..=SMALL {
+    for _ in 0..=FRAMES {
         assert_eq!(
             next_unbounded(&mut forwarded).await.status,
             HealthStatus::Ok
         );
     }
     let writes = r.stats().writes;
-    assert!(
-        writes.more > before.more,
-        "no read brought more frames than the credits: {writes:?}"
-    );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(msgs.try_recv().is_err());
     a.lnd.stop().await;
     b.stop().await;
+    (before, writes)
+}
+
+/// Small frames: a round's frames are staged, not written, while the next one waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_that_wait_for_credits_are_staged_and_all_arrive() {
+    let (before, writes) = frames_beyond_the_credits(44, 20019, 16, 8).await;
+    assert!(
+        writes.staged > before.staged,
+        "no read brought more frames than the credits: {writes:?}"
+    );
+}
+
+/// Frames of 4 KiB, one credit: a read's third round is more than a connection stages
+/// (8 KiB), so it is written as the start of more; the order and the bytes hold across
+/// both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_what_a_connection_stages_rounds_are_written_as_the_start_of_more() {
+    let (before, writes) = frames_beyond_the_credits(47, 20019, 4000, 1).await;
+    assert!(
+        writes.staged > before.staged && writes.more > before.more,
+        "no read brought more frames than the credits: {writes:?}"
+    );
 }
 
 async fn next_unbounded<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {

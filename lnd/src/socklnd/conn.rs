@@ -57,6 +57,9 @@ const READ_CHUNK: usize = 64 * 1024;
 /// Rounds of writes a reader makes on one connection before leaving what keeps coming to
 /// its writer task.
 const INLINE_ROUNDS: usize = 4;
+/// Bytes a connection's staged frames hold at most (see [`outbox`]): past this, a reader
+/// whose next frame waits writes them, as the start of more.
+const STAGE_BYTES: usize = 8 * 1024;
 /// Times a reader writes what it forwarded, and asks again, while the upper layer's
 /// decision on a header waits, before it lets its task wait.
 const DECIDE_ROUNDS: usize = 16;
@@ -236,7 +239,7 @@ impl<H: LndHandler> Writer<H> {
         Ok(head)
     }
 
-    /// Completes the sends `sent` names, all handed to TCP whole.
+    /// Completes the sends `sent` names, all handed to TCP whole or staged.
     fn completed(&self, sent: &mut Vec<u64>) {
         if sent.is_empty() {
             return;
@@ -320,16 +323,18 @@ impl<H: LndHandler> Writer<H> {
         })
     }
 
-    /// One round of writes that never blocks: the small frames at the head of the queue,
-    /// as far as the socket takes them (`more`: as the start of more); the rest, or the
-    /// error, goes to the writer task.
+    /// One round of writes that never blocks: the staged frames, then the small frames at
+    /// the head of the queue, as far as the socket takes them; the rest, or the error,
+    /// goes to the writer task. With `more` (a frame the reader read waits), the new
+    /// frames are staged instead while the staged bytes stay within [`STAGE_BYTES`],
+    /// else written as the start of more.
     fn write_round(&self, scratch: &mut Scratch, more: bool) -> RoundEnd {
         let Scratch { batch, out, sent } = scratch;
-        if !self.outbox.take_now(batch, COALESCE_BYTES) {
-            return RoundEnd::Idle;
-        }
         out.clear();
         sent.clear();
+        if !self.outbox.take_now(batch, COALESCE_BYTES, out, !more) {
+            return RoundEnd::Idle;
+        }
         let mut failed = None;
         for item in batch.drain(..) {
             match item {
@@ -353,6 +358,9 @@ impl<H: LndHandler> Writer<H> {
                     self.outbox.release(None, None);
                     return RoundEnd::Idle;
                 }
+            }
+            if more && out.bytes.len() <= STAGE_BYTES {
+                return self.stage(out, sent);
             }
         }
         let mut off = 0usize;
@@ -384,12 +392,38 @@ impl<H: LndHandler> Writer<H> {
         }
         RoundEnd::Done
     }
+
+    /// Completes the new frames of `out` without writing them: their bytes, after those
+    /// staged before, stay in the queue for the next write (noted for this thread's
+    /// flush).
+    fn stage(&self, out: &mut Coalesced, sent: &mut Vec<u64>) -> RoundEnd {
+        let progress = &self.parts.progress;
+        if let Some((last, _)) = out.ends.last() {
+            progress.done_through.store(*last, Ordering::SeqCst);
+        }
+        progress.current.store(0, Ordering::SeqCst);
+        sent.extend(out.ends.iter().map(|(seq, _)| *seq));
+        out.ends.clear();
+        self.parts.counts.staged();
+        if let Some(me) = self.me.upgrade() {
+            batch::staged(me);
+        }
+        // Completions may queue more on this connection: it is in the middle of a round.
+        self.completed(sent);
+        if self.outbox.stage(out) {
+            RoundEnd::Staged { again: true }
+        } else {
+            RoundEnd::Staged { again: false }
+        }
+    }
 }
 
 /// How a round of non-blocking writes ended.
 enum RoundEnd {
     /// Nothing was written: nothing queued, or the write turn is someone else's.
     Idle,
+    /// Staged, not written; `again`: more was queued meanwhile.
+    Staged { again: bool },
     /// Written; more was queued meanwhile, for another round.
     Again,
     /// Written; nothing more for now, or the rest is the writer task's.
@@ -422,7 +456,8 @@ impl<H: LndHandler> batch::WriteNow for Writer<H> {
             }
             rounds += 1;
             match self.write_round(&mut scratch, more) {
-                RoundEnd::Idle => break wrote,
+                RoundEnd::Idle | RoundEnd::Staged { again: false } => break wrote,
+                RoundEnd::Staged { again: true } => {}
                 RoundEnd::Done => break true,
                 RoundEnd::Again => wrote = true,
             }

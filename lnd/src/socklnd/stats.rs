@@ -214,6 +214,10 @@ pub struct WriteCounts {
     /// Of those a reader started, rounds the socket did not take whole: the rest went to
     /// the writer task.
     pub cut_short: u64,
+    /// Rounds a reader staged, while a frame it read waited for a credit or a buffer:
+    /// the frames' sends completed, their bytes written with what followed (not counted
+    /// in `by_reader`).
+    pub staged: u64,
     /// Of those a reader started, rounds written as the start of more (`MSG_MORE`: while
     /// a frame it read waited for a credit or a buffer).
     pub more: u64,
@@ -226,6 +230,7 @@ pub(crate) struct WriteCounters {
     by_writer_task: AtomicU64,
     cut_short: AtomicU64,
     more: AtomicU64,
+    staged: AtomicU64,
 }
 
 impl WriteCounters {
@@ -241,6 +246,11 @@ impl WriteCounters {
         }
     }
 
+    /// A round a reader staged.
+    pub(crate) fn staged(&self) {
+        self.staged.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A round written by a writer task.
     pub(crate) fn by_writer_task(&self) {
         self.by_writer_task.fetch_add(1, Ordering::Relaxed);
@@ -252,6 +262,7 @@ impl WriteCounters {
             by_writer_task: self.by_writer_task.load(Ordering::Relaxed),
             cut_short: self.cut_short.load(Ordering::Relaxed),
             more: self.more.load(Ordering::Relaxed),
+            staged: self.staged.load(Ordering::Relaxed),
         }
     }
 }

@@ -30,6 +30,10 @@ fn write_socklnd(x: &mut Exposition, nis: &[(String, &SocklndCounters)]) {
         "lnet_router_socklnd_reader_writes_more_total",
         "Rounds a socklnd reader wrote as the start of more (MSG_MORE), while a frame it read waited for a credit or a buffer.",
     );
+    let mut staged = Family::counter(
+        "lnet_router_socklnd_reader_rounds_staged_total",
+        "Rounds a socklnd reader staged while a frame it read waited for a credit or a buffer: the frames' sends completed, their bytes written with the next write.",
+    );
     for (nid, c) in nis {
         for (reason, n) in &c.closes {
             closed.add(vec![("nid", nid.clone()), ("reason", (*reason).into())], *n);
@@ -40,11 +44,13 @@ fn write_socklnd(x: &mut Exposition, nis: &[(String, &SocklndCounters)]) {
         }
         cut_short.add(vec![("nid", nid.clone())], w.cut_short);
         more.add(vec![("nid", nid.clone())], w.more);
+        staged.add(vec![("nid", nid.clone())], w.staged);
     }
     x.family(closed);
     x.family(writes);
     x.family(cut_short);
     x.family(more);
+    x.family(staged);
 }
 
 /// Writes the o2iblnd series of `nis`.
@@ -188,6 +194,7 @@ mod tests {
                 by_writer_task: 4,
                 cut_short: 1,
                 more: 2,
+                staged: 6,
             },
         };
         let o2ib = O2iblndCounters {
@@ -234,6 +241,9 @@ lnet_router_socklnd_reader_writes_cut_short_total{nid=\"10.0.0.1@tcp\"} 1
 # HELP lnet_router_socklnd_reader_writes_more_total Rounds a socklnd reader wrote as the start of more (MSG_MORE), while a frame it read waited for a credit or a buffer.
 # TYPE lnet_router_socklnd_reader_writes_more_total counter
 lnet_router_socklnd_reader_writes_more_total{nid=\"10.0.0.1@tcp\"} 2
+# HELP lnet_router_socklnd_reader_rounds_staged_total Rounds a socklnd reader staged while a frame it read waited for a credit or a buffer: the frames' sends completed, their bytes written with the next write.
+# TYPE lnet_router_socklnd_reader_rounds_staged_total counter
+lnet_router_socklnd_reader_rounds_staged_total{nid=\"10.0.0.1@tcp\"} 6
 # HELP lnet_router_o2iblnd_conns_established_total Connections an o2iblnd NI established (both directions).
 # TYPE lnet_router_o2iblnd_conns_established_total counter
 lnet_router_o2iblnd_conns_established_total{nid=\"10.1.0.1@o2ib\"} 5

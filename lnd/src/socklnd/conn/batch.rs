@@ -9,11 +9,14 @@
 //! is left to that connection's writer task ([`WriteNow::hand_off`]).
 //!
 //! A send's completion may free the credit that the next frame read waits for, so a
-//! reader may write a connection in several rounds before it reads again: while a
-//! frame's decision waits, the rounds tell TCP that more follows (`MSG_MORE`,
-//! [`write_noted`] with `more`); the flush before the next read writes without it, which
-//! sends everything, and pushes ([`WriteNow::push`]) any connection it did not write. So
-//! the rounds leave as one burst and wake the receiver once.
+//! reader may take a connection's frames in several rounds before it reads again: while
+//! a frame's decision waits ([`write_noted`] with `more`), a round stages its frames (they
+//! complete, their bytes stay with the connection, see [`super::outbox`]) or, past the
+//! bytes a connection stages, is written telling TCP that more follows (`MSG_MORE`). The
+//! flush before the next read writes the staged connections and the noted ones without
+//! it, which sends everything, and pushes ([`WriteNow::push`]) any connection last
+//! written as the start of more. So the rounds leave as one write, or one burst, and
+//! wake the receiver once.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -29,9 +32,10 @@ const FLUSH_ROUNDS: usize = 8;
 
 /// A connection that can be written without waiting.
 pub(crate) trait WriteNow: Send + Sync {
-    /// Writes what is queued, as far as the socket takes it without blocking (`more`: as
-    /// the start of more, which TCP may hold until a write without it); hands the rest to
-    /// the connection's writer task. Whether it wrote anything.
+    /// Writes what is queued, as far as the socket takes it without blocking (`more`: a
+    /// frame read waits, the new frames are staged or written as the start of more, which
+    /// TCP may hold until a write without it); hands the rest to the connection's writer
+    /// task. Whether it wrote anything (staging is no write).
     fn write_now(&self, more: bool) -> bool;
     /// Hands what is queued to the connection's writer task.
     fn hand_off(&self);
@@ -47,6 +51,8 @@ struct Pending {
     connections: Vec<Arc<dyn WriteNow>>,
     /// Connections last written as the start of more: to push.
     corked: Vec<Arc<dyn WriteNow>>,
+    /// Connections holding staged frames: to write.
+    staged: Vec<Arc<dyn WriteNow>>,
     /// When the running reader's last read returned ([`now`]).
     read_at: Option<Instant>,
 }
@@ -93,6 +99,21 @@ pub(crate) fn defer(conn: Arc<dyn WriteNow>) -> bool {
     })
 }
 
+/// Notes `conn`, which staged frames, for the next [`flush`] on this thread (once).
+pub(crate) fn staged(conn: Arc<dyn WriteNow>) {
+    PENDING.with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            let noted = p
+                .staged
+                .iter()
+                .any(|w| std::ptr::addr_eq(Arc::as_ptr(w), Arc::as_ptr(&conn)));
+            if !noted {
+                p.staged.push(conn);
+            }
+        }
+    });
+}
+
 fn take_noted() -> Vec<Arc<dyn WriteNow>> {
     PENDING.with(|p| {
         p.try_borrow_mut()
@@ -134,10 +155,25 @@ pub(crate) fn write_noted(more: bool) -> bool {
     any
 }
 
-/// Writes every connection noted on this thread ([`write_noted`], not as the start of
-/// more), hands what keeps coming to the writer tasks, then pushes each connection whose
-/// last write was the start of more.
+/// Writes the connections that staged frames on this thread, then every connection noted
+/// ([`write_noted`]), not as the start of more; hands what keeps coming to the writer
+/// tasks, then pushes each connection whose last write was the start of more.
 pub(crate) fn flush() {
+    let staged = PENDING.with(|p| {
+        p.try_borrow_mut()
+            .map(|mut p| std::mem::take(&mut p.staged))
+            .unwrap_or_default()
+    });
+    for conn in staged {
+        if conn.write_now(false) {
+            PENDING.with(|p| {
+                if let Ok(mut p) = p.try_borrow_mut() {
+                    p.corked
+                        .retain(|w| !std::ptr::addr_eq(Arc::as_ptr(w), Arc::as_ptr(&conn)));
+                }
+            });
+        }
+    }
     write_noted(false);
     for conn in take_noted() {
         conn.hand_off();
@@ -321,6 +357,27 @@ mod tests {
         assert!(fut.as_mut().poll(&mut cx).is_ready());
         assert_eq!(c.written.load(Ordering::SeqCst), FLUSH_ROUNDS);
         assert_eq!(c.handed.load(Ordering::SeqCst), 1);
+        assert_eq!(c.pushed.load(Ordering::SeqCst), 0);
+        assert!(!active());
+    }
+
+    #[test]
+    fn a_connection_that_staged_frames_is_written_once_by_the_flush_and_not_pushed() {
+        let c = counted(0);
+        let c2 = c.clone();
+        let fut = Batched::new(async move {
+            staged(c2.clone());
+            staged(c2);
+            assert!(
+                !write_noted(true),
+                "staging notes nothing to write meanwhile"
+            );
+        });
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        let mut fut = std::pin::pin!(fut);
+        assert!(fut.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(c.written.load(Ordering::SeqCst), 1);
         assert_eq!(c.pushed.load(Ordering::SeqCst), 0);
         assert!(!active());
     }

@@ -8,6 +8,12 @@
 //! without blocking; what the socket does not take at once (the rest of a frame cut
 //! short, frames with large payloads, a write error to report) is left to the writer
 //! task, which is woken only then, or when nobody else will write.
+//!
+//! A reader whose next frame waits for a credit may also stage what it takes: the frames
+//! are encoded into the connection's staged bytes, their sends complete, and the bytes
+//! go out ahead of anything queued after them, with the reader's next write (see
+//! [`super::batch`]). Staged bytes are part of the connection's send buffer, as what TCP
+//! holds is: bounded, and lost only with the connection.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -85,7 +91,8 @@ impl Coalesced {
 pub(crate) enum Round {
     /// Write the frames put in the batch.
     Items,
-    /// Write the rest of a write that was cut short.
+    /// Write bytes whose frames left the queue already: the rest of a write that was cut
+    /// short, or staged frames.
     Rest(Coalesced),
     /// Nothing to do now (or somebody else writes): wait to be woken.
     Wait,
@@ -99,6 +106,9 @@ struct State {
     writing: bool,
     /// The rest of a write cut short, for the writer task.
     rest: Option<Coalesced>,
+    /// Frames staged by a reader: their sends completed, their bytes not yet written.
+    /// They go out before the queued items.
+    staged: Coalesced,
     /// A write failed without the writer task: it reports it.
     failed: Option<ConnEnd>,
     /// A reader on some thread will write (see [`super::batch`]).
@@ -131,6 +141,7 @@ impl Outbox {
                 items: VecDeque::with_capacity(capacity),
                 writing: false,
                 rest: None,
+                staged: Coalesced::default(),
                 failed: None,
                 deferred: false,
                 closed: false,
@@ -170,15 +181,23 @@ impl Outbox {
             st.closed = true;
             st.items.clear();
             st.rest = None;
+            st.staged = Coalesced::default();
         }
         self.wake.notify_one();
     }
 
-    /// Takes the turn for a write that must not block: the small frames at the head of
-    /// the queue (payloads of at most `max_payload` bytes) go into `batch`. False when
+    /// Takes the turn for a write that must not block: the staged bytes, if any, are
+    /// swapped into `out` (which must be empty), and the small frames at the head of the
+    /// queue (payloads of at most `max_payload` bytes) go into `batch`. False when
     /// somebody else writes, nothing is queued, or the head is for the writer task (woken
-    /// then).
-    pub(crate) fn take_now(&self, batch: &mut Vec<WriteItem>, max_payload: usize) -> bool {
+    /// then); also when only staged bytes are there, unless `staged_alone`.
+    pub(crate) fn take_now(
+        &self,
+        batch: &mut Vec<WriteItem>,
+        max_payload: usize,
+        out: &mut Coalesced,
+        staged_alone: bool,
+    ) -> bool {
         let mut st = self.lock();
         st.deferred = false;
         if st.closed || st.writing || st.rest.is_some() || st.failed.is_some() {
@@ -197,7 +216,8 @@ impl Outbox {
                 batch.push(item);
             }
         }
-        if batch.is_empty() {
+        let only_staged = !st.staged.is_empty() && staged_alone;
+        if batch.is_empty() && !only_staged {
             let queued = !st.items.is_empty();
             drop(st);
             if queued {
@@ -205,8 +225,23 @@ impl Outbox {
             }
             return false;
         }
+        std::mem::swap(out, &mut st.staged);
         st.writing = true;
         true
+    }
+
+    /// Gives the turn back, keeping `out` (frames whose sends completed) as the staged
+    /// bytes, to be written first by whoever writes next; `out` is left empty. Whether
+    /// more is queued.
+    pub(crate) fn stage(&self, out: &mut Coalesced) -> bool {
+        let mut st = self.lock();
+        st.writing = false;
+        if st.closed {
+            out.clear();
+            return false;
+        }
+        std::mem::swap(out, &mut st.staged);
+        !st.items.is_empty()
     }
 
     /// Gives the turn back to the writer task (or to whoever takes it next).
@@ -214,7 +249,10 @@ impl Outbox {
         let queued = {
             let mut st = self.lock();
             st.deferred = false;
-            !st.items.is_empty() || st.rest.is_some() || st.failed.is_some()
+            !st.items.is_empty()
+                || st.rest.is_some()
+                || st.failed.is_some()
+                || !st.staged.is_empty()
         };
         if queued {
             self.wake.notify_one();
@@ -237,6 +275,10 @@ impl Outbox {
         if let Some(rest) = st.rest.take() {
             st.writing = true;
             return Round::Rest(rest);
+        }
+        if !st.staged.is_empty() {
+            st.writing = true;
+            return Round::Rest(std::mem::take(&mut st.staged));
         }
         if st.items.is_empty() {
             return Round::Wait;
@@ -294,7 +336,7 @@ mod tests {
         // Already noted for a deferred write: the second push counts on it.
         assert!(matches!(q.push(lnet(2, 0), 0, true), Some(Pushed::Queued)));
         let mut batch = Vec::new();
-        assert!(q.take_now(&mut batch, 4096));
+        assert!(q.take_now(&mut batch, 4096, &mut Coalesced::default(), true));
         assert_eq!(batch.len(), 2);
         // The turn is held: the writer task waits, a new frame is queued for the holder.
         let mut other = Vec::new();
@@ -314,7 +356,7 @@ mod tests {
         let q = Outbox::new(4);
         let _ = q.push(lnet(1, 0), 0, true);
         let mut batch = Vec::new();
-        assert!(q.take_now(&mut batch, 4096));
+        assert!(q.take_now(&mut batch, 4096, &mut Coalesced::default(), true));
         // Two frames of 5 and 1 bytes.
         let mut out = Coalesced {
             bytes: vec![1, 2, 3, 4, 5, 6],
@@ -326,10 +368,47 @@ mod tests {
         let _ = q.push(lnet(3, 0), 0, false);
         assert!(q.release(Some(rest), None));
         // Nobody but the writer task writes until the rest is out.
-        assert!(!q.take_now(&mut Vec::new(), 4096));
+        assert!(!q.take_now(&mut Vec::new(), 4096, &mut Coalesced::default(), true));
         let mut round = Vec::new();
         assert!(matches!(q.take_round(&mut round), Round::Rest(r) if r.ends.len() == 2));
         assert!(round.is_empty());
+    }
+
+    #[test]
+    fn staged_frames_go_out_before_those_queued_after_them() {
+        let q = Outbox::new(4);
+        let _ = q.push(lnet(1, 0), 0, true);
+        let mut batch = Vec::new();
+        let mut out = Coalesced::default();
+        assert!(q.take_now(&mut batch, 4096, &mut out, false));
+        out.bytes.extend_from_slice(&[1, 2, 3]);
+        assert!(!q.stage(&mut out), "nothing queued meanwhile");
+        assert!(out.is_empty(), "the bytes stay with the queue");
+        // Staged bytes alone are no round for a reader whose frame waits...
+        assert!(!q.take_now(&mut Vec::new(), 4096, &mut out, false));
+        // ...but are for its flush, and come first.
+        let _ = q.push(lnet(2, 0), 0, true);
+        batch.clear();
+        assert!(q.take_now(&mut batch, 4096, &mut out, true));
+        assert_eq!((out.bytes.as_slice(), batch.len()), (&[1u8, 2, 3][..], 1));
+        assert!(!q.release(None, None));
+        // What a reader leaves staged, the writer task writes.
+        out.clear();
+        batch.clear();
+        let _ = q.push(lnet(3, 0), 0, true);
+        assert!(q.take_now(&mut batch, 4096, &mut out, false));
+        out.bytes.push(9);
+        assert!(!q.stage(&mut out));
+        assert!(matches!(q.take_round(&mut batch), Round::Rest(r) if r.bytes == [9]));
+        assert!(!q.release(None, None));
+        // A closed queue keeps nothing staged.
+        let _ = q.push(lnet(4, 0), 0, true);
+        assert!(q.take_now(&mut batch, 4096, &mut out, false));
+        q.close();
+        out.bytes.push(7);
+        assert!(!q.stage(&mut out));
+        assert!(out.is_empty());
+        assert!(matches!(q.take_round(&mut batch), Round::Stop(None)));
     }
 
     #[test]
@@ -363,11 +442,11 @@ mod tests {
         let q = Outbox::new(4);
         let _ = q.push(lnet(1, 8192), 0, true);
         let mut batch = Vec::new();
-        assert!(!q.take_now(&mut batch, 4096));
+        assert!(!q.take_now(&mut batch, 4096, &mut Coalesced::default(), true));
         assert!(matches!(q.take_round(&mut batch), Round::Items));
         assert!(!q.release(None, None));
         let _ = q.push(lnet(2, 0), 0, true);
-        assert!(q.take_now(&mut Vec::new(), 4096));
+        assert!(q.take_now(&mut Vec::new(), 4096, &mut Coalesced::default(), true));
         assert!(q.release(None, Some(ConnEnd::WriteStalled)));
         assert!(matches!(
             q.take_round(&mut Vec::new()),
