@@ -11,7 +11,7 @@
 //! A send's completion may free the credit that the next frame read waits for, so a
 //! reader may take a connection's frames in several rounds before it reads again: while
 //! a frame's decision waits ([`write_noted`] with `more`), a round stages its frames (they
-//! complete, their bytes stay with the connection, see [`super::outbox`]) or, past the
+//! complete, their bytes stay with the connection's queue) or, past the
 //! bytes a connection stages, is written telling TCP that more follows (`MSG_MORE`). The
 //! flush before the next read writes the staged connections and the noted ones without
 //! it, which sends everything, and pushes ([`WriteNow::push`]) any connection last
