@@ -187,7 +187,7 @@ impl Outbox {
     }
 
     /// Takes the turn for a write that must not block: the staged bytes, if any, are
-    /// swapped into `out` (which must be empty), and the small frames at the head of the
+    /// moved into `out` (which must be empty), and the small frames at the head of the
     /// queue (payloads of at most `max_payload` bytes) go into `batch`. False when
     /// somebody else writes, nothing is queued, or the head is for the writer task (woken
     /// then); also when only staged bytes are there, unless `staged_alone`.
@@ -225,14 +225,17 @@ impl Outbox {
             }
             return false;
         }
-        std::mem::swap(out, &mut st.staged);
+        if !st.staged.is_empty() {
+            // Moved out whole: a connection keeps no buffer between its writes.
+            *out = std::mem::take(&mut st.staged);
+        }
         st.writing = true;
         true
     }
 
     /// Gives the turn back, keeping `out` (frames whose sends completed) as the staged
-    /// bytes, to be written first by whoever writes next; `out` is left empty. Whether
-    /// more is queued.
+    /// bytes, to be written first by whoever writes next; `out` is left empty, without
+    /// a buffer. Whether more is queued.
     pub(crate) fn stage(&self, out: &mut Coalesced) -> bool {
         let mut st = self.lock();
         st.writing = false;
@@ -389,8 +392,15 @@ mod tests {
         // ...but are for its flush, and come first.
         let _ = q.push(lnet(2, 0), 0, true);
         batch.clear();
+        // The writer's own buffer, empty, as a thread's scratch is.
+        out.bytes.reserve(64);
         assert!(q.take_now(&mut batch, 4096, &mut out, true));
         assert_eq!((out.bytes.as_slice(), batch.len()), (&[1u8, 2, 3][..], 1));
+        assert_eq!(
+            q.lock().staged.bytes.capacity(),
+            0,
+            "no buffer kept once taken"
+        );
         assert!(!q.release(None, None));
         // What a reader leaves staged, the writer task writes.
         out.clear();
