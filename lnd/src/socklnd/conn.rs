@@ -410,10 +410,8 @@ impl<H: LndHandler> Writer<H> {
         }
         // Completions may queue more on this connection: it is in the middle of a round.
         self.completed(sent);
-        if self.outbox.stage(out) {
-            RoundEnd::Staged { again: true }
-        } else {
-            RoundEnd::Staged { again: false }
+        RoundEnd::Staged {
+            again: self.outbox.stage(out),
         }
     }
 }
