@@ -73,16 +73,20 @@ impl Process {
         Ok(())
     }
 
-    /// utime + stime of the whole process so far, seconds.
-    pub fn cpu_seconds(&self) -> Result<f64, BenchError> {
+    /// CPU time of the whole process so far, seconds.
+    pub fn cpu_seconds(&self) -> Result<CpuTime, BenchError> {
         let path = format!("/proc/{}/stat", self.pid());
         let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
             what: format!("read {path}"),
             source,
         })?;
-        let ticks = stat_cpu_ticks(&text)
+        let (user, kernel) = stat_cpu_ticks(&text)
             .ok_or_else(|| BenchError::Setup(format!("cannot parse {path}")))?;
-        Ok(ticks as f64 / clock_ticks() as f64)
+        let seconds = |ticks: u64| ticks as f64 / clock_ticks() as f64;
+        Ok(CpuTime {
+            user: seconds(user),
+            kernel: seconds(kernel),
+        })
     }
 }
 
@@ -93,13 +97,37 @@ impl Drop for Process {
     }
 }
 
-/// utime + stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks.
-pub fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+/// CPU time of a process, seconds: in user space and in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuTime {
+    /// utime.
+    pub user: f64,
+    /// stime: system calls, and the network stack's work done on their behalf.
+    pub kernel: f64,
+}
+
+impl CpuTime {
+    /// Both together.
+    pub fn total(self) -> f64 {
+        self.user + self.kernel
+    }
+
+    /// The time from `earlier` to `self`.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user - earlier.user,
+            kernel: self.kernel - earlier.kernel,
+        }
+    }
+}
+
+/// utime and stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks.
+pub fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
     // The command name (field 2) is in parentheses and may hold spaces: count from the
     // last ')'. After it come field 3 (state) onwards.
     let rest = stat.get(stat.rfind(')')? + 1..)?;
     let mut fields = rest.split_whitespace().skip(11);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
+    Some((utime, stime))
 }

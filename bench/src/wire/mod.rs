@@ -34,7 +34,7 @@ use std::time::Duration;
 use lnet::{Nid, ProcessId};
 use serde::Serialize;
 
-use child::Process;
+use child::{CpuTime, Process};
 use drive::{Load, Outcome, Sink, Source, Timing};
 use hostile::{HostileCounts, HostileLoad, Targets};
 use relay::RelayMode;
@@ -107,6 +107,9 @@ pub struct Sample {
     /// CPU time of the relay/router process per 0-byte PUT+ACK (two messages forwarded),
     /// microseconds; none for direct.
     pub cpu_us_per_put_ack: Option<f64>,
+    /// Of `cpu_us_per_put_ack`, the time in the kernel (system calls, and the TCP/IP
+    /// work done on their behalf).
+    pub cpu_kernel_us_per_put_ack: Option<f64>,
     /// The same per forwarded message (half of it).
     pub cpu_us_per_msg: Option<f64>,
     /// CPU time of the relay/router process per 1 MiB PUT+ACK, microseconds.
@@ -393,7 +396,7 @@ fn phase(
     path: &mut Path,
     load: Load,
     timing: Timing,
-) -> Result<(Outcome, Option<f64>), BenchError> {
+) -> Result<(Outcome, Option<CpuTime>), BenchError> {
     let before = path
         .process
         .as_ref()
@@ -410,7 +413,7 @@ fn phase(
     if let Some(p) = path.process.as_mut() {
         p.check_alive()?;
     }
-    let cpu = before.zip(after).map(|(b, a)| a - b);
+    let cpu = before.zip(after).map(|(b, a)| a.since(b));
     Ok((out, cpu))
 }
 
@@ -431,15 +434,16 @@ fn measure(path: &mut Path, args: &WireArgs, timing: Timing) -> Result<Sample, B
     )?;
     let (lat, _) = phase(path, Load::Latency, timing)?;
     let per = |cpu: Option<f64>, n: u64| cpu.filter(|_| n > 0).map(|c| c * 1e6 / n as f64);
-    let cpu_us_per_put_ack = per(rate_cpu, rate.total);
+    let cpu_us_per_put_ack = per(rate_cpu.map(CpuTime::total), rate.total);
     Ok(Sample {
         rate_per_s: rate.counted as f64 / rate.seconds,
         bulk_gb_per_s: bulk.counted as f64 * f64::from(BULK_SIZE) / bulk.seconds / 1e9,
         p50_us: percentile(&lat.rtts_ns, 50.0) as f64 / 1e3,
         p99_us: percentile(&lat.rtts_ns, 99.0) as f64 / 1e3,
         cpu_us_per_put_ack,
+        cpu_kernel_us_per_put_ack: per(rate_cpu.map(|c| c.kernel), rate.total),
         cpu_us_per_msg: cpu_us_per_put_ack.map(|c| c / 2.0),
-        cpu_us_per_bulk_put: per(bulk_cpu, bulk.total),
+        cpu_us_per_bulk_put: per(bulk_cpu.map(CpuTime::total), bulk.total),
     })
 }
 
@@ -455,6 +459,7 @@ fn median_sample(samples: &[Sample]) -> Sample {
         p50_us: m(|s| s.p50_us),
         p99_us: m(|s| s.p99_us),
         cpu_us_per_put_ack: mo(|s| s.cpu_us_per_put_ack),
+        cpu_kernel_us_per_put_ack: mo(|s| s.cpu_kernel_us_per_put_ack),
         cpu_us_per_msg: mo(|s| s.cpu_us_per_msg),
         cpu_us_per_bulk_put: mo(|s| s.cpu_us_per_bulk_put),
     }
@@ -619,7 +624,11 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
                 s.p50_us,
                 s.p99_us,
                 s.cpu_us_per_put_ack
-                    .map(|c| format!(" cpu {c:.2} us/PUT+ACK"))
+                    .map(|c| format!(
+                        " cpu {c:.2} us/PUT+ACK (kernel {})",
+                        s.cpu_kernel_us_per_put_ack
+                            .map_or("-".to_string(), |k| format!("{k:.2}"))
+                    ))
                     .unwrap_or_default()
             );
             list.push(s);
@@ -690,20 +699,28 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
 
 fn print_report(r: &WireReport) {
     println!(
-        "\n{:<10} {:>12} {:>9} {:>9} {:>9} {:>14} {:>14}",
-        "path", "PUT+ACK/s", "GB/s", "p50 us", "p99 us", "cpu us/PUT+ACK", "cpu us/1MiB PUT"
+        "\n{:<10} {:>12} {:>9} {:>9} {:>9} {:>14} {:>11} {:>14}",
+        "path",
+        "PUT+ACK/s",
+        "GB/s",
+        "p50 us",
+        "p99 us",
+        "cpu us/PUT+ACK",
+        "(kernel us)",
+        "cpu us/1MiB PUT"
     );
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
     for p in &r.paths {
         let m = &p.median;
         println!(
-            "{:<10} {:>12.0} {:>9.2} {:>9.1} {:>9.1} {:>14} {:>14}",
+            "{:<10} {:>12.0} {:>9.2} {:>9.1} {:>9.1} {:>14} {:>11} {:>14}",
             p.name,
             m.rate_per_s,
             m.bulk_gb_per_s,
             m.p50_us,
             m.p99_us,
             opt(m.cpu_us_per_put_ack),
+            opt(m.cpu_kernel_us_per_put_ack),
             opt(m.cpu_us_per_bulk_put)
         );
     }

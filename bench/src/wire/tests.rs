@@ -26,11 +26,14 @@ fn ratios_are_taken_within_each_repeat() {
 fn medians_skip_missing_cpu_times() {
     let mut a = sample(1.0, 1.0, 1.0);
     a.cpu_us_per_put_ack = Some(3.0);
+    a.cpu_kernel_us_per_put_ack = Some(1.0);
     let b = sample(3.0, 1.0, 1.0);
     let m = median_sample(&[a, b]);
     assert_eq!(m.rate_per_s, 2.0);
     assert_eq!(m.cpu_us_per_put_ack, Some(3.0));
+    assert_eq!(m.cpu_kernel_us_per_put_ack, Some(1.0));
     assert_eq!(median_sample(&[b]).cpu_us_per_put_ack, None);
+    assert_eq!(median_sample(&[b]).cpu_kernel_us_per_put_ack, None);
 }
 
 #[test]
@@ -62,7 +65,7 @@ fn the_router_config_names_both_nis_and_routes() {
 #[test]
 fn cpu_times_come_from_fields_14_and_15() {
     let stat = "4242 (lnet router) S 1 4242 4242 0 -1 4194560 100 0 0 0 700 35 0 0 20 0 9 0";
-    assert_eq!(child::stat_cpu_ticks(stat), Some(735));
+    assert_eq!(child::stat_cpu_ticks(stat), Some((700, 35)));
     assert_eq!(child::stat_cpu_ticks("garbage"), None);
     let own = std::fs::read_to_string("/proc/self/stat").unwrap();
     assert!(child::stat_cpu_ticks(&own).is_some());
