@@ -14,6 +14,6 @@ pub mod socklnd;
 
 pub use counters::LndCounters;
 pub use lnd::{
-    Charged, Later, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused,
+    Charged, Later, Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, Taken, TryRefused,
     TrySend, TxCompletion, TxId, TxRequest,
 };

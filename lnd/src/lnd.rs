@@ -123,6 +123,76 @@ pub struct RxMessage {
 /// there is such a wait, so the usual answer builds no future.
 pub type Later<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// What the layer above did with a message that came whole
+/// ([`LndHandler::on_whole_now`]).
+#[must_use]
+pub enum Taken<'a> {
+    /// Taken, or dropped as the layer above decided.
+    Now,
+    /// Taken once this wait is over; `false`: close the connection it came on (as
+    /// [`RxDecision::Close`]).
+    Later(Later<'a, bool>),
+    /// A protocol error: close the connection it came on.
+    Close,
+}
+
+impl std::fmt::Debug for Taken<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Taken::Now => "Now",
+            Taken::Later(_) => "Later",
+            Taken::Close => "Close",
+        })
+    }
+}
+
+/// [`LndHandler::on_whole_now`] made of [`LndHandler::on_header_now`] and
+/// [`LndHandler::on_message_now`], as its default is: the payload goes into the buffer the
+/// decision chose.
+pub fn whole_by_halves<H: LndHandler + ?Sized>(handler: &H, msg: RxMessage) -> Taken<'_> {
+    let RxMessage {
+        ni,
+        from,
+        header,
+        payload,
+        received_at,
+    } = msg;
+    let take = move |mut buf: BytesMut| {
+        buf.clear();
+        buf.extend_from_slice(&payload);
+        RxMessage {
+            ni,
+            from,
+            header,
+            payload: buf.freeze(),
+            received_at,
+        }
+    };
+    match handler.on_header_now(RxHeader { ni, from, header }) {
+        Ok(RxDecision::Close) => Taken::Close,
+        Ok(RxDecision::Discard) => Taken::Now,
+        Ok(RxDecision::Receive(buf)) => match handler.on_message_now(take(buf)) {
+            None => Taken::Now,
+            Some(later) => Taken::Later(Box::pin(async move {
+                later.await;
+                true
+            })),
+        },
+        Err(decision) => Taken::Later(Box::pin(async move {
+            match decision.await {
+                RxDecision::Close => false,
+                RxDecision::Discard => true,
+                RxDecision::Receive(buf) => {
+                    if let Some(later) = handler.on_message_now(take(buf)) {
+                        later.await;
+                    }
+                    true
+                }
+            }
+        })),
+    }
+}
+
 /// What an LND tells the layer above it.
 ///
 /// The LND calls these from its own tasks. [`LndHandler::on_header`] and
@@ -150,6 +220,14 @@ pub trait LndHandler: Send + Sync + 'static {
     /// [`LndHandler::on_header_now`]'s). The default always waits on `on_message`.
     fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
         Some(Box::pin(self.on_message(msg)))
+    }
+
+    /// A message that came whole (socklnd: a frame with no payload, which has nothing to
+    /// decide), in one call: what [`LndHandler::on_header_now`] and then
+    /// [`LndHandler::on_message_now`] would do with it, the payload placed where the
+    /// header's decision says. The default is those two calls ([`whole_by_halves`]).
+    fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {
+        whole_by_halves(self, msg)
     }
 
     /// A send accepted by [`Lnd::send`] is finished.
