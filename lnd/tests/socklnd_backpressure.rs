@@ -1,6 +1,7 @@
 //! While the upper layer has not said where a payload goes, the connection reads nothing:
 //! the sender's writer queues and its peer queue fill and its sends wait, and nothing is
-//! lost once the upper layer catches up.
+//! lost once the upper layer catches up. A frame with no payload comes up whole, in one
+//! call, and a wait there holds the connection back the same way.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use lnd::socklnd::SockLnd;
-use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, Taken, TxCompletion, TxId, TxRequest};
 use lnet::health::HealthStatus;
 use socklnd_support::*;
 use tokio::sync::{mpsc, Semaphore};
@@ -121,6 +122,111 @@ async fn a_waiting_upper_layer_holds_the_sender_back() {
     .await
     .expect("not every header arrived");
     assert_eq!(headers.load(Ordering::SeqCst), accepted as usize);
+    a.lnd.stop().await;
+    b.stop().await;
+}
+
+/// Takes each message that comes whole once `gate` gives a permit; counts what comes by
+/// halves instead.
+struct GatedWhole {
+    gate: Arc<Semaphore>,
+    wholes: Arc<AtomicUsize>,
+    halves: Arc<AtomicUsize>,
+    msgs: mpsc::Sender<RxMessage>,
+}
+
+impl LndHandler for GatedWhole {
+    async fn on_header(&self, _rx: RxHeader) -> RxDecision {
+        self.halves.fetch_add(1, Ordering::SeqCst);
+        RxDecision::Discard
+    }
+
+    async fn on_message(&self, _msg: RxMessage) {}
+
+    fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {
+        self.wholes.fetch_add(1, Ordering::SeqCst);
+        Taken::Later(Box::pin(async move {
+            if let Ok(p) = self.gate.acquire().await {
+                p.forget();
+            }
+            self.msgs.send(msg).await.is_ok()
+        }))
+    }
+
+    fn on_send_complete(&self, _done: TxCompletion) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_with_no_payload_comes_whole_and_its_wait_holds_the_sender_back() {
+    let gate = Arc::new(Semaphore::new(0));
+    let wholes = Arc::new(AtomicUsize::new(0));
+    let halves = Arc::new(AtomicUsize::new(0));
+    let (msgs_tx, mut msgs) = mpsc::channel(1024);
+    let b = SockLnd::start(
+        config("127.0.0.28", 20015),
+        Arc::new(GatedWhole {
+            gate: gate.clone(),
+            wholes: wholes.clone(),
+            halves: halves.clone(),
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    let mut cfg = config("127.0.0.29", 20015);
+    cfg.peer_credits = 2;
+    cfg.peer_queue = 2;
+    let mut a = Node::start(cfg).await;
+    let (an, bn) = (a.nid(), b.nid());
+
+    // Held back once loopback's socket buffers are full of frames nobody reads (the
+    // completions of those written are taken as they come).
+    let mut accepted = 0u32;
+    let mut completed = 0usize;
+    loop {
+        while let Ok(done) = a.done.try_recv() {
+            assert_eq!(done.status, HealthStatus::Ok);
+            completed += 1;
+        }
+        let mut header = put(an, bn, &[], true);
+        if let lnet::Message::Put { offset, .. } = &mut header.msg {
+            *offset = accepted;
+        }
+        let tx = TxRequest {
+            id: TxId(u64::from(accepted)),
+            peer: bn,
+            header,
+            payload: bytes::Bytes::new(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => break,
+        }
+        accepted += 1;
+        assert!(accepted < 1_000_000, "the sender was never held back");
+    }
+    // Each connection the messages came on handed up one message and read on no further.
+    let seen = wholes.load(Ordering::SeqCst);
+    assert!((1..=3).contains(&seen), "{seen} messages handed up");
+    assert_eq!(halves.load(Ordering::SeqCst), 0);
+
+    // Every message arrives once, whole, in order per connection.
+    gate.add_permits(accepted as usize);
+    let mut offsets = std::collections::BTreeSet::new();
+    for _ in 0..accepted {
+        let m = next(&mut msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert!(m.payload.is_empty());
+        assert!(offsets.insert(offset), "{offset} twice");
+    }
+    assert_eq!(offsets.len(), accepted as usize);
+    for _ in completed..accepted as usize {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    assert_eq!(wholes.load(Ordering::SeqCst), accepted as usize);
+    assert_eq!(halves.load(Ordering::SeqCst), 0);
     a.lnd.stop().await;
     b.stop().await;
 }

@@ -72,6 +72,14 @@ fuzz_target!(|data: &[u8]| {
                     if let Some(p) = &payload {
                         assert_eq!(p.len(), header.payload_length as usize);
                     }
+                    assert!(header.payload_length > 0);
+                    split.push(header);
+                }
+                // A frame with no payload comes whole.
+                Ok(Some(Event::Lnet { header, payload, .. })) => {
+                    assert!(hf_failed.is_none());
+                    assert_eq!(header.payload_length, 0);
+                    assert!(payload.is_empty());
                     split.push(header);
                 }
                 Ok(Some(_)) => assert!(hf_failed.is_none()),

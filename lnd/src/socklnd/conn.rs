@@ -18,7 +18,7 @@ use std::sync::{Arc, Weak};
 use std::task::Poll;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use lnet::{HeaderForm, ProcessId};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -39,7 +39,7 @@ use super::peer::tx::PeerTx;
 use super::stats::WriteCounters;
 use super::tunables::LiveTunables;
 use super::wire::{ByteOrder, Deframer, Event, KsockHeader, ProtoVersion, Side, Stage, ZcAcks};
-use crate::lnd::{Later, LndHandler, RxDecision, RxHeader, RxMessage};
+use crate::lnd::{Later, LndHandler, RxDecision, RxHeader, RxMessage, Taken};
 use end::ConnEnd;
 use outbox::{Coalesced, Outbox, Pushed, Round, WRITE_BATCH};
 
@@ -689,7 +689,7 @@ impl<H: LndHandler> Reader<H> {
     /// The upper layer's decision on a header, when it has to wait (for a router buffer
     /// or credit). Meanwhile the frames already forwarded are written: their completions
     /// give back what it waits for, and it is asked again before this task yields.
-    async fn decide(&self, mut decision: Later<'_, RxDecision>) -> RxDecision {
+    async fn decide<T>(&self, mut decision: Later<'_, T>) -> T {
         for _ in 0..DECIDE_ROUNDS {
             let now = std::future::poll_fn(|cx| Poll::Ready(decision.as_mut().poll(cx))).await;
             if let Poll::Ready(d) = now {
@@ -707,6 +707,23 @@ impl<H: LndHandler> Reader<H> {
     fn on_event_now(&self, d: &mut Deframer, event: Event) -> Result<Option<Waits<'_>>, ConnEnd> {
         match event {
             Event::Noop(ksock) => no_acks_expected(&ksock).map(|()| None),
+            // A frame with no payload: its header decided and the message taken in one
+            // call.
+            Event::Lnet {
+                ksock,
+                header,
+                payload,
+            } => {
+                no_acks_expected(&ksock)?;
+                let msg = Box::new(self.message(header, payload));
+                if let Some(cookie) = ksock.zc_request() {
+                    return Ok(Some(Waits::ZcAck {
+                        cookie,
+                        then: Then::Whole(msg),
+                    }));
+                }
+                self.whole(*msg)
+            }
             Event::LnetHeader { ksock, header } => {
                 no_acks_expected(&ksock)?;
                 // Nothing is read while the upper layer decides: back-pressure on this
@@ -727,14 +744,15 @@ impl<H: LndHandler> Reader<H> {
                 payload,
             } => {
                 if let Some(cookie) = ksock.zc_request() {
-                    return Ok(Some(Waits::ZcAck {
-                        cookie,
-                        message: payload.map(|buf| Box::new(self.message(header, buf))),
-                    }));
+                    let then = match payload {
+                        Some(buf) => Then::Message(Box::new(self.message(header, buf.freeze()))),
+                        None => Then::Nothing,
+                    };
+                    return Ok(Some(Waits::ZcAck { cookie, then }));
                 }
                 Ok(payload.and_then(|buf| {
                     self.handler
-                        .on_message_now(self.message(header, buf))
+                        .on_message_now(self.message(header, buf.freeze()))
                         .map(Waits::Message)
                 }))
             }
@@ -745,13 +763,23 @@ impl<H: LndHandler> Reader<H> {
     }
 
     /// A message whose payload is in, for the upper layer.
-    fn message(&self, header: lnet::Header, payload: BytesMut) -> RxMessage {
+    fn message(&self, header: lnet::Header, payload: Bytes) -> RxMessage {
         RxMessage {
             ni: self.ni,
             from: self.from,
             header,
-            payload: payload.freeze(),
+            payload,
             received_at: batch::now(),
+        }
+    }
+
+    /// Hands a message that came whole to the upper layer: `Some` is what is left to
+    /// wait for.
+    fn whole(&self, msg: RxMessage) -> Result<Option<Waits<'_>>, ConnEnd> {
+        match self.handler.on_whole_now(msg) {
+            Taken::Now => Ok(None),
+            Taken::Later(later) => Ok(Some(Waits::Whole(later))),
+            Taken::Close => Err(ConnEnd::UpperLayer),
         }
     }
 
@@ -763,16 +791,34 @@ impl<H: LndHandler> Reader<H> {
                 later.await;
                 Ok(())
             }
-            Waits::ZcAck { cookie, message } => {
+            Waits::Whole(later) => {
+                if self.decide(later).await {
+                    Ok(())
+                } else {
+                    Err(ConnEnd::UpperLayer)
+                }
+            }
+            Waits::ZcAck { cookie, then } => {
                 if self.peer.send(PeerCmd::ZcAck { cookie }).await.is_err() {
                     return Err(ConnEnd::Local);
                 }
-                if let Some(message) = message {
-                    if let Some(later) = self.handler.on_message_now(*message) {
-                        later.await;
+                match then {
+                    Then::Nothing => Ok(()),
+                    Then::Message(message) => {
+                        if let Some(later) = self.handler.on_message_now(*message) {
+                            later.await;
+                        }
+                        Ok(())
+                    }
+                    Then::Whole(message) => {
+                        let kept = match self.handler.on_whole_now(*message) {
+                            Taken::Now => true,
+                            Taken::Later(later) => self.decide(later).await,
+                            Taken::Close => false,
+                        };
+                        kept.then_some(()).ok_or(ConnEnd::UpperLayer)
                     }
                 }
-                Ok(())
             }
         }
     }
@@ -784,12 +830,21 @@ enum Waits<'h> {
     Decision(Later<'h, RxDecision>),
     /// The upper layer taking a message.
     Message(Later<'h, ()>),
+    /// The upper layer taking a message that came whole; `false`: close the connection.
+    Whole(Later<'h, bool>),
     /// The peer asked for a ZC-ACK: it is queued on the peer task before the message, if
     /// any, goes up.
-    ZcAck {
-        cookie: u64,
-        message: Option<Box<RxMessage>>,
-    },
+    ZcAck { cookie: u64, then: Then },
+}
+
+/// What goes up once a ZC-ACK is queued.
+enum Then {
+    /// Nothing: the payload was discarded.
+    Nothing,
+    /// A message whose payload was read as decided.
+    Message(Box<RxMessage>),
+    /// A message that came whole, not decided yet.
+    Whole(Box<RxMessage>),
 }
 
 /// Tells the deframer where the payload of the header just decided goes.

@@ -27,7 +27,9 @@
 //! ([`Deframer::payload_sink`], no copy), or push bytes as usual (copied once from the
 //! bytes pushed). A discarded payload is counted and dropped, never held. When the payload
 //! is complete (and its checksum verified) [`Event::LnetPayload`] hands the buffer back.
-//! NOOPs are the same in both modes.
+//! An LNET frame with no payload (an ACK, a 0-byte PUT) has nothing to decide: it gives
+//! one [`Event::Lnet`], as in the other mode, once its checksum is verified. NOOPs are the
+//! same in both modes.
 //!
 //! Cookies are only reported; the LND acknowledges zero-copy requests. A non-zero csum is
 //! verified (V2 definition, [`super::csum`]). After an error the deframer stays failed:
@@ -95,8 +97,8 @@ pub enum Event {
         /// Exactly `header.payload_length` bytes.
         payload: Bytes,
     },
-    /// Header-first mode: the ksock and LNet headers of an LNET frame (the header passed
-    /// [`Header::check_lnet`]); no payload byte has been consumed yet. Say where the
+    /// Header-first mode: the ksock and LNet headers of an LNET frame with a payload (the
+    /// header passed [`Header::check_lnet`]); no payload byte has been consumed yet. Say where the
     /// payload goes with [`Deframer::receive_payload`] or [`Deframer::discard_payload`].
     LnetHeader {
         /// Its ksock header (zero-copy request and piggy-backed ACK cookies).
@@ -618,6 +620,21 @@ impl Deframer {
                             };
                             let header = Header::decode(hb, form)?;
                             header.check_lnet()?;
+                            if self.header_first && header.payload_length == 0 {
+                                // Nothing to decide: the frame is all in.
+                                let head_len = KSOCK_HEADER_BYTES + form.size();
+                                verify_frame(
+                                    self.buf.get(..head_len).unwrap_or_default(),
+                                    ksock.csum,
+                                )?;
+                                self.buf.advance(head_len);
+                                *pending = None;
+                                return Ok(Some(Event::Lnet {
+                                    ksock,
+                                    header,
+                                    payload: Bytes::new(),
+                                }));
+                            }
                             if self.header_first {
                                 let head_len = KSOCK_HEADER_BYTES + form.size();
                                 let csum = (ksock.csum != 0).then(|| {

@@ -135,6 +135,22 @@ fn run_header_first(
                         payload,
                     });
                 }
+                // A frame with no payload comes whole: nothing to decide.
+                Ok(Some(Event::Lnet {
+                    ksock,
+                    header,
+                    payload,
+                })) => {
+                    assert_eq!(header.payload_length, 0);
+                    assert!(payload.is_empty());
+                    assert_eq!(d.stage(), Stage::KsockHeader);
+                    frame += 1;
+                    events.push(Event::Lnet {
+                        ksock,
+                        header,
+                        payload,
+                    });
+                }
                 Ok(Some(e)) => events.push(e),
             }
         }
@@ -1209,5 +1225,44 @@ proptest! {
         d.push(&bytes);
         let _ = drain(&mut d);
         let _ = d.finish();
+    }
+}
+
+#[test]
+fn header_first_gives_a_frame_with_no_payload_whole_once_its_checksum_matches() {
+    let get = unhex(SPEC_7_2_GET);
+    let mut plain = Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little);
+    plain.push(&get);
+    let whole = plain.poll().unwrap().unwrap();
+    let mut sealed = get.clone();
+    seal_frame(&mut sealed, ByteOrder::Little);
+    let mut bad = get.clone();
+    bad[4..8].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+    for (bytes, ok) in [(&get, true), (&sealed, true), (&bad, false)] {
+        let mut d =
+            Deframer::for_frames(Side::Active, ProtoVersion::V3, ByteOrder::Little).header_first();
+        // Cut short: nothing yet, and no decision is awaited.
+        d.push(&bytes[..bytes.len() - 1]);
+        assert_eq!(d.poll(), Ok(None));
+        assert!(d.receive_payload(BytesMut::new()).is_err());
+        d.push(&bytes[bytes.len() - 1..]);
+        match d.poll() {
+            Ok(Some(Event::Lnet {
+                ksock,
+                header,
+                payload,
+            })) => {
+                assert!(ok, "a bad checksum passed");
+                assert_eq!(header.payload_length, 0);
+                assert!(payload.is_empty());
+                let (_, want_header, _) = lnet_event(&whole);
+                assert_eq!(header, want_header);
+                assert_eq!(ksock.csum != 0, bytes == &sealed);
+                assert_eq!(d.stage(), Stage::KsockHeader);
+                assert!(!d.is_mid_message());
+            }
+            Err(DeframeError::Csum(_)) => assert!(!ok),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 }
