@@ -11,7 +11,8 @@
 //!   [`TxRequest::peer`].
 //! * Delivery is header first, as in the real LNDs: the receiving NI's task calls
 //!   [`LndHandler::on_header`], and only when that returns [`RxDecision::Receive`] copies
-//!   the payload into the caller's buffer and calls [`LndHandler::on_message`].
+//!   the payload into the caller's buffer and calls [`LndHandler::on_message`]. A message
+//!   with no payload comes whole ([`LndHandler::on_whole_now`]), as over socklnd.
 //! * Every accepted send is completed exactly once. OK means the message was put into the
 //!   peer's receive queue.
 //! * Link controls: a link between two NIDs can be taken down and up (while it is down
@@ -34,7 +35,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::lnd::{
-    Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, TryRefused, TxCompletion,
+    Lnd, LndHandler, RxDecision, RxHeader, RxMessage, SendError, Taken, TryRefused, TxCompletion,
     TxRequest,
 };
 
@@ -353,6 +354,20 @@ impl<H: LndHandler> TxSide<H> {
 
 async fn rx_loop<H: LndHandler>(nid: Nid, handler: Arc<H>, mut inbox: mpsc::Receiver<Frame>) {
     while let Some(frame) = inbox.recv().await {
+        // A frame with no payload comes whole, as over socklnd.
+        if frame.payload.is_empty() {
+            let taken = handler.on_whole_now(RxMessage {
+                ni: nid,
+                from: frame.from,
+                header: frame.header,
+                payload: frame.payload,
+                received_at: tokio::time::Instant::now(),
+            });
+            if let Taken::Later(later) = taken {
+                later.await;
+            }
+            continue;
+        }
         let decision = handler
             .on_header(RxHeader {
                 ni: nid,
