@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use lnd::{lnd::PeerDown, Later, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion};
+use lnd::lnd::{whole_by_halves, PeerDown};
+use lnd::{Later, LndHandler, RxDecision, RxHeader, RxMessage, Taken, TxCompletion};
 use lnet::fault::{Direction, FaultVerdict};
 use lnet::Nid;
 use rustc_hash::FxHashSet;
@@ -100,6 +101,75 @@ impl NodeHandler {
             }
         }
     }
+
+    /// [`NodeHandler::place`] and [`NodeHandler::take`] for a message with no payload
+    /// that passed the fault rules: the router buffer of one to forward is taken, not
+    /// held ([`crate::router::RouterPools::reserve`]), as nothing is read between.
+    fn place_whole(&self, msg: RxMessage) -> Taken<'_> {
+        let forward = published::read(&POLICY, &self.policy, |p| {
+            p.routing && !p.local.contains(&msg.header.dest_nid)
+        });
+        if !forward {
+            return taken(self.take(msg, None));
+        }
+        let (net, from) = (msg.ni.net, msg.from.nid);
+        match self.path.pools.reserve(from, msg.header.payload_length) {
+            Reservation::Granted(ticket, _) => taken(self.take(msg, Some(ticket))),
+            Reservation::Waiting(answer) => Taken::Later(self.held.wait(net, async move {
+                match answer.await {
+                    Ok(Ok(ticket)) => {
+                        if let Some(later) = self.take(msg, Some(ticket)) {
+                            later.await;
+                        }
+                        true
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(%from, %e, "message to forward refused");
+                        false
+                    }
+                    Err(_) => false,
+                }
+            })),
+            Reservation::Refused(e) => {
+                tracing::warn!(%from, %e, "message to forward refused");
+                Taken::Close
+            }
+        }
+    }
+
+    /// Takes a message read whole, with the router buffer it holds when it is to be
+    /// forwarded: the forwarding path sends it, or the LNet actor gets it.
+    fn take(&self, mut msg: RxMessage, ticket: Option<Ticket>) -> Option<Later<'_, ()>> {
+        let net = msg.ni.net;
+        let inbound = match ticket {
+            Some(t) => match self.path.forward(&mut msg, t) {
+                Forward::Sent => return None,
+                Forward::Waits(send) => return Some(self.held.wait(net, self.path.send(*send))),
+                Forward::Refused(t) => Inbound::Message(msg, Some(t)),
+            },
+            None => Inbound::Message(msg, None),
+        };
+        match self.received.try_send(inbound) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
+            // The node is busy: this connection reads nothing until it takes the message.
+            Err(mpsc::error::TrySendError::Full(inbound)) => {
+                Some(self.held.wait(net, async move {
+                    let _ = self.received.send(inbound).await;
+                }))
+            }
+        }
+    }
+}
+
+/// A message taken now, or once `later` is over.
+fn taken(later: Option<Later<'_, ()>>) -> Taken<'_> {
+    match later {
+        None => Taken::Now,
+        Some(later) => Taken::Later(Box::pin(async move {
+            later.await;
+            true
+        })),
+    }
 }
 
 impl LndHandler for NodeHandler {
@@ -132,28 +202,32 @@ impl LndHandler for NodeHandler {
         }
     }
 
-    fn on_message_now(&self, mut msg: RxMessage) -> Option<Later<'_, ()>> {
+    fn on_message_now(&self, msg: RxMessage) -> Option<Later<'_, ()>> {
         let ticket = self
             .path
             .pools
             .take_held(msg.ni, msg.from.nid, msg.header.payload_length);
-        let net = msg.ni.net;
-        let inbound = match ticket {
-            Some(t) => match self.path.forward(&mut msg, t) {
-                Forward::Sent => return None,
-                Forward::Waits(send) => return Some(self.held.wait(net, self.path.send(*send))),
-                Forward::Refused(t) => Inbound::Message(msg, Some(t)),
-            },
-            None => Inbound::Message(msg, None),
-        };
-        match self.received.try_send(inbound) {
-            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
-            // The node is busy: this connection reads nothing until it takes the message.
-            Err(mpsc::error::TrySendError::Full(inbound)) => {
-                Some(self.held.wait(net, async move {
-                    let _ = self.received.send(inbound).await;
-                }))
-            }
+        self.take(msg, ticket)
+    }
+
+    /// A message with no payload is placed and taken in one call: a message to forward
+    /// takes its router buffer and goes on at once, with no buffer held between its header
+    /// and its payload. One with a payload is taken by halves.
+    fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {
+        if !msg.payload.is_empty() {
+            return whole_by_halves(self, msg);
+        }
+        match self.faults.check(Direction::Receive, msg.ni, &msg.header) {
+            None | Some(FaultVerdict::Fail(_)) => self.place_whole(msg),
+            Some(FaultVerdict::Drop) => Taken::Now,
+            Some(FaultVerdict::Delay(by)) => Taken::Later(self.held.wait(msg.ni.net, async move {
+                tokio::time::sleep(Duration::from_millis(by.as_millis())).await;
+                match self.place_whole(msg) {
+                    Taken::Now => true,
+                    Taken::Later(later) => later.await,
+                    Taken::Close => false,
+                }
+            })),
         }
     }
 
