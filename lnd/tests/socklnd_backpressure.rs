@@ -49,25 +49,32 @@ impl LndHandler for Gated {
     fn on_send_complete(&self, _done: TxCompletion) {}
 }
 
+/// B (127.0.0.28, with the gated `handler`) and A (127.0.0.29, 2 peer credits and a peer
+/// queue of 2, so that its sends soon wait), listening on `port`.
+async fn gated_pair<H: LndHandler>(port: u16, handler: H) -> (SockLnd<H>, Node) {
+    let b = SockLnd::start(config("127.0.0.28", port), Arc::new(handler))
+        .await
+        .unwrap();
+    let mut cfg = config("127.0.0.29", port);
+    cfg.peer_credits = 2;
+    cfg.peer_queue = 2;
+    (b, Node::start(cfg).await)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_upper_layer_holds_the_sender_back() {
     let gate = Arc::new(Semaphore::new(0));
     let headers = Arc::new(AtomicUsize::new(0));
     let (msgs_tx, mut msgs) = mpsc::channel(64);
-    let b = SockLnd::start(
-        config("127.0.0.28", 20014),
-        Arc::new(Gated {
+    let (b, mut a) = gated_pair(
+        20014,
+        Gated {
             gate: gate.clone(),
             headers: headers.clone(),
             msgs: msgs_tx,
-        }),
+        },
     )
-    .await
-    .unwrap();
-    let mut cfg = config("127.0.0.29", 20014);
-    cfg.peer_credits = 2;
-    cfg.peer_queue = 2;
-    let mut a = Node::start(cfg).await;
+    .await;
     let (an, bn) = (a.nid(), b.nid());
 
     let payload = pattern(1 << 20, 4);
@@ -162,21 +169,16 @@ async fn a_message_with_no_payload_comes_whole_and_its_wait_holds_the_sender_bac
     let wholes = Arc::new(AtomicUsize::new(0));
     let halves = Arc::new(AtomicUsize::new(0));
     let (msgs_tx, mut msgs) = mpsc::channel(1024);
-    let b = SockLnd::start(
-        config("127.0.0.28", 20015),
-        Arc::new(GatedWhole {
+    let (b, mut a) = gated_pair(
+        20015,
+        GatedWhole {
             gate: gate.clone(),
             wholes: wholes.clone(),
             halves: halves.clone(),
             msgs: msgs_tx,
-        }),
+        },
     )
-    .await
-    .unwrap();
-    let mut cfg = config("127.0.0.29", 20015);
-    cfg.peer_credits = 2;
-    cfg.peer_queue = 2;
-    let mut a = Node::start(cfg).await;
+    .await;
     let (an, bn) = (a.nid(), b.nid());
 
     // Held back once loopback's socket buffers are full of frames nobody reads (the
