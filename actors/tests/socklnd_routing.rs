@@ -1,7 +1,7 @@
 //! A router over real socklnd forwards messages with no payload (0-byte PUTs and their
 //! ACKs), which its connections hand up whole, in one call: a pipelined burst goes on its
 //! fast path and every message arrives once and is ACKed. With one router-buffer credit
-//! per peer NI and the router's sends to B held 5 ms each (a fault rule, which also keeps
+//! per peer NI and the router's sends to B held 20 ms each (a fault rule, which also keeps
 //! them off the fast path), the burst waits for its credits on the connection it came on,
 //! and again every message arrives once. Own addresses 127.0.91/92.x, port 22991.
 
@@ -152,7 +152,7 @@ async fn empty_puts_and_acks_go_whole_on_the_fast_path_or_wait_for_credits_and_a
 
         // Each send to B held: A's next PUT waits for its one credit.
         r.add_fault_rule(
-            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 5)
+            FaultRule::delay(NidMatch::Any, NidMatch::Nid(nid(B)), FaultTrigger::All, 20)
                 .at(nid(RB))
                 .on(FaultPath::Send),
         )
