@@ -715,14 +715,14 @@ impl<H: LndHandler> Reader<H> {
                 payload,
             } => {
                 no_acks_expected(&ksock)?;
-                let msg = Box::new(self.message(header, payload));
+                let msg = self.message(header, payload);
                 if let Some(cookie) = ksock.zc_request() {
                     return Ok(Some(Waits::ZcAck {
                         cookie,
-                        then: Then::Whole(msg),
+                        then: Then::Whole(Box::new(msg)),
                     }));
                 }
-                self.whole(*msg)
+                self.whole(msg)
             }
             Event::LnetHeader { ksock, header } => {
                 no_acks_expected(&ksock)?;
