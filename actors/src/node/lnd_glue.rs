@@ -62,6 +62,14 @@ pub(crate) enum Inbound {
 }
 
 impl NodeHandler {
+    /// Whether a message for `dest` is forwarded: routing is on and `dest` is none of
+    /// this node's NIDs.
+    fn to_forward(&self, dest: &Nid) -> bool {
+        published::read(&POLICY, &self.policy, |p| {
+            p.routing && !p.local.contains(dest)
+        })
+    }
+
     /// Where the payload of a header that passed the fault rules goes: a local message's
     /// into a buffer of its own; a message to forward into a router buffer, once one and
     /// a router-buffer credit of its sending peer are granted (`Err` while that waits).
@@ -69,10 +77,7 @@ impl NodeHandler {
     fn place(&self, rx: &RxHeader) -> Result<RxDecision, Later<'_, RxDecision>> {
         let len = rx.header.payload_length;
         let (ni, from) = (rx.ni, rx.from.nid);
-        let forward = published::read(&POLICY, &self.policy, |p| {
-            p.routing && !p.local.contains(&rx.header.dest_nid)
-        });
-        if !forward {
+        if !self.to_forward(&rx.header.dest_nid) {
             return Ok(RxDecision::Receive(BytesMut::with_capacity(
                 usize::try_from(len).unwrap_or(0),
             )));
@@ -106,10 +111,7 @@ impl NodeHandler {
     /// that passed the fault rules: the router buffer of one to forward is taken, not
     /// held ([`crate::router::RouterPools::reserve`]), as nothing is read between.
     fn place_whole(&self, msg: RxMessage) -> Taken<'_> {
-        let forward = published::read(&POLICY, &self.policy, |p| {
-            p.routing && !p.local.contains(&msg.header.dest_nid)
-        });
-        if !forward {
+        if !self.to_forward(&msg.header.dest_nid) {
             return taken(self.take(msg, None));
         }
         let (net, from) = (msg.ni.net, msg.from.nid);
