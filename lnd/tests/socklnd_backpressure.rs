@@ -61,6 +61,42 @@ async fn gated_pair<H: LndHandler>(port: u16, handler: H) -> (SockLnd<H>, Node) 
     (b, Node::start(cfg).await)
 }
 
+/// Sends PUTs of `payload` from `a` to `bn`, numbered by their offset from 0, until a send
+/// waits 2 s (the sender is held back), taking the completions that come meanwhile (each
+/// OK). At most `most` are sent. Answers the PUTs accepted and the completions taken.
+async fn send_until_held(
+    a: &mut Node,
+    bn: lnet::Nid,
+    payload: &bytes::Bytes,
+    ack: bool,
+    most: u32,
+) -> (u32, usize) {
+    let an = a.nid();
+    let (mut accepted, mut completed) = (0u32, 0usize);
+    loop {
+        while let Ok(done) = a.done.try_recv() {
+            assert_eq!(done.status, HealthStatus::Ok);
+            completed += 1;
+        }
+        let mut header = put(an, bn, payload, ack);
+        if let lnet::Message::Put { offset, .. } = &mut header.msg {
+            *offset = accepted;
+        }
+        let tx = TxRequest {
+            id: TxId(u64::from(accepted)),
+            peer: bn,
+            header,
+            payload: payload.clone(),
+        };
+        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => return (accepted, completed),
+        }
+        accepted += 1;
+        assert!(accepted < most, "the sender was never held back");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_upper_layer_holds_the_sender_back() {
     let gate = Arc::new(Semaphore::new(0));
@@ -75,28 +111,10 @@ async fn a_waiting_upper_layer_holds_the_sender_back() {
         },
     )
     .await;
-    let (an, bn) = (a.nid(), b.nid());
+    let bn = b.nid();
 
     let payload = pattern(1 << 20, 4);
-    let mut accepted = 0u32;
-    loop {
-        let mut header = put(an, bn, &payload, false);
-        if let lnet::Message::Put { offset, .. } = &mut header.msg {
-            *offset = accepted;
-        }
-        let tx = TxRequest {
-            id: TxId(u64::from(accepted)),
-            peer: bn,
-            header,
-            payload: payload.clone(),
-        };
-        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
-            Ok(r) => r.unwrap(),
-            Err(_) => break,
-        }
-        accepted += 1;
-        assert!(accepted < 200, "the sender was never held back");
-    }
+    let (accepted, completed) = send_until_held(&mut a, bn, &payload, false, 200).await;
     // Each connection the messages came on read one header and nothing after it (the
     // first message may have gone on CONTROL before BULK_OUT was up).
     let seen = headers.load(Ordering::SeqCst);
@@ -117,7 +135,7 @@ async fn a_waiting_upper_layer_holds_the_sender_back() {
     }
     let kept: std::collections::BTreeSet<u32> = (0..accepted).filter(|i| i % 2 == 0).collect();
     assert_eq!(offsets, kept);
-    for _ in 0..accepted {
+    for _ in completed..accepted as usize {
         assert_eq!(a.completion().await.status, HealthStatus::Ok);
     }
     // Every header reached the upper layer (the last may be a discarded one).
@@ -179,34 +197,11 @@ async fn a_message_with_no_payload_comes_whole_and_its_wait_holds_the_sender_bac
         },
     )
     .await;
-    let (an, bn) = (a.nid(), b.nid());
+    let bn = b.nid();
 
-    // Held back once loopback's socket buffers are full of frames nobody reads (the
-    // completions of those written are taken as they come).
-    let mut accepted = 0u32;
-    let mut completed = 0usize;
-    loop {
-        while let Ok(done) = a.done.try_recv() {
-            assert_eq!(done.status, HealthStatus::Ok);
-            completed += 1;
-        }
-        let mut header = put(an, bn, &[], true);
-        if let lnet::Message::Put { offset, .. } = &mut header.msg {
-            *offset = accepted;
-        }
-        let tx = TxRequest {
-            id: TxId(u64::from(accepted)),
-            peer: bn,
-            header,
-            payload: bytes::Bytes::new(),
-        };
-        match tokio::time::timeout(Duration::from_secs(2), a.lnd.send(tx)).await {
-            Ok(r) => r.unwrap(),
-            Err(_) => break,
-        }
-        accepted += 1;
-        assert!(accepted < 1_000_000, "the sender was never held back");
-    }
+    // Held back once loopback's socket buffers are full of frames nobody reads.
+    let empty = bytes::Bytes::new();
+    let (accepted, completed) = send_until_held(&mut a, bn, &empty, true, 1_000_000).await;
     // Each connection the messages came on handed up one message and read on no further.
     let seen = wholes.load(Ordering::SeqCst);
     assert!((1..=3).contains(&seen), "{seen} messages handed up");
