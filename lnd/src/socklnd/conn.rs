@@ -601,12 +601,17 @@ impl<H: LndHandler> Reader<H> {
         // Set while a frame is being received: the socklnd timeout runs.
         let mut deadline: Option<Instant> = None;
         loop {
+            let mut budget = batch::FlushBudget::default();
             loop {
                 let event = match d.poll() {
                     Ok(Some(event)) => event,
                     Ok(None) => break,
                     Err(e) => return ConnEnd::Deframe(e),
                 };
+                if budget.next_needs_flush() {
+                    // The next hops start on what this read forwarded so far.
+                    batch::flush();
+                }
                 let done = match self.on_event_now(&mut d, event) {
                     Ok(None) => Ok(()),
                     Ok(Some(waits)) => self.wait(&mut d, waits).await,

@@ -4,9 +4,10 @@
 //! another CPT's thread. Waking that connection's writer task for each of them costs a
 //! thread wake-up per message; instead, while a reader runs (inside [`Batched`]), a
 //! connection that needs writing is noted here and written by the reader itself, with
-//! non-blocking writes, before it next reads and when it stops running: every frame it
-//! queued on a connection goes out in one write. What cannot be written without waiting
-//! is left to that connection's writer task ([`WriteNow::hand_off`]).
+//! non-blocking writes, before it next reads, after every [`FLUSH_EVENTS`] events of one
+//! read ([`FlushBudget`]) and when it stops running: the frames it queued on a connection
+//! in between go out in one write. What cannot be written without waiting is left to
+//! that connection's writer task ([`WriteNow::hand_off`]).
 //!
 //! A send's completion may free the credit that the next frame read waits for, so a
 //! reader may take a connection's frames in several rounds before it reads again: while
@@ -25,6 +26,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::time::Instant;
+
+/// Most events (frames, payloads) a reader acts on between two flushes. A read can bring
+/// a whole window of frames; written only once all of them are taken, they would leave
+/// as one clump, and each hop would take the window in turn, the next one idle meanwhile.
+/// Writing every this many lets the next hop start on the first ones while the reader
+/// takes the rest (measured in docs/bench.md: 16, 24 and 32 forward at the same rate,
+/// 8 costs a write per few frames).
+pub(crate) const FLUSH_EVENTS: u32 = 32;
 
 /// Most rounds of deferred writes one flush makes: writes complete sends, whose
 /// completions may queue more; past this the writer tasks take over.
@@ -188,6 +197,26 @@ pub(crate) fn flush() {
     }
 }
 
+/// A reader's count of the events it acted on since it last read: when the next one
+/// would be past [`FLUSH_EVENTS`], what they forwarded is written first ([`flush`]).
+#[derive(Debug, Default)]
+pub(crate) struct FlushBudget {
+    events: u32,
+}
+
+impl FlushBudget {
+    /// Counts the next event; true if [`FLUSH_EVENTS`] came before it since the last
+    /// flush: the caller flushes before acting on it.
+    pub(crate) fn next_needs_flush(&mut self) -> bool {
+        let full = self.events == FLUSH_EVENTS;
+        if full {
+            self.events = 0;
+        }
+        self.events += 1;
+        full
+    }
+}
+
 /// Counts a running reader on this thread for as long as it lives.
 struct Running;
 
@@ -314,6 +343,21 @@ mod tests {
             requeue: AtomicUsize::new(requeue),
             me: me.clone(),
         })
+    }
+
+    #[test]
+    fn a_reader_flushes_before_each_event_past_a_full_round() {
+        let mut budget = FlushBudget::default();
+        let total = 3 * FLUSH_EVENTS + 5;
+        let flushed_before: Vec<u32> = (0..total).filter(|_| budget.next_needs_flush()).collect();
+        assert_eq!(
+            flushed_before,
+            vec![FLUSH_EVENTS, 2 * FLUSH_EVENTS, 3 * FLUSH_EVENTS],
+            "events 0.. of one read: a flush before the first of each new round"
+        );
+        // A read's events up to a full round: only the flush before the next read.
+        let mut budget = FlushBudget::default();
+        assert!((0..FLUSH_EVENTS).all(|_| !budget.next_needs_flush()));
     }
 
     #[test]
