@@ -1,7 +1,8 @@
 //! A reader that forwards what it reads writes the frames itself, without waking the next
 //! connection's writer task. When the next peer stops reading, what its socket does not
 //! take goes to that writer task; once the peer reads again every frame arrives exactly
-//! once, intact and in order, and every forwarded send completes.
+//! once, intact and in order, and every forwarded send completes. A read that brings
+//! many frames is written every 32 of them, while the reader takes the rest.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,12 +12,16 @@
 
 mod socklnd_support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
 use lnd::socklnd::{SockLnd, WriteCounts};
-use lnd::{Lnd, LndHandler, RxDecision, RxHeader, RxMessage, TxCompletion, TxId, TxRequest};
+use lnd::{
+    Lnd, LndHandler, RxDecision, RxHeader, RxMessage, Taken, TryRefused, TxCompletion, TxId,
+    TxRequest,
+};
 use lnet::health::HealthStatus;
 use lnet::Nid;
 use socklnd_support::*;
@@ -305,6 +310,171 @@ async fn past_what_a_connection_stages_rounds_are_written_as_the_start_of_more()
         writes.staged > before.staged && writes.more > before.more,
         "no read brought more frames than the credits: {writes:?}"
     );
+}
+
+/// Forwards every message that comes whole to its own NI, for `next`, in the same call
+/// when the LND takes it without waiting (`Lnd::try_send`, as the node's forwarding path
+/// does), else holding the reader until it does; with `hold` set, the next one waits for
+/// a permit of `gate` first.
+struct WholeForwarder {
+    next: Nid,
+    lnd: OnceLock<SockLnd<WholeForwarder>>,
+    hold: AtomicBool,
+    gate: Arc<Semaphore>,
+}
+
+impl WholeForwarder {
+    /// Hands `msg` on at once if the LND takes it without waiting, else the wait that
+    /// hands it on.
+    fn forward(&self, msg: RxMessage) -> Taken<'_> {
+        let Some(lnd) = self.lnd.get() else {
+            return Taken::Now;
+        };
+        let lnet::Message::Put { offset, .. } = msg.header.msg else {
+            return Taken::Now;
+        };
+        let tx = TxRequest {
+            id: TxId(u64::from(offset)),
+            peer: self.next,
+            header: msg.header,
+            payload: msg.payload,
+        };
+        match lnd.try_send(tx) {
+            Ok(()) => Taken::Now,
+            Err(TryRefused::WouldWait(tx)) => {
+                Taken::Later(Box::pin(async move { lnd.send(*tx).await.is_ok() }))
+            }
+            Err(e) => panic!("send refused: {e:?}"),
+        }
+    }
+}
+
+impl LndHandler for WholeForwarder {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        RxDecision::Receive(BytesMut::with_capacity(rx.header.payload_length as usize))
+    }
+
+    async fn on_message(&self, msg: RxMessage) {
+        if let Taken::Later(later) = self.forward(msg) {
+            later.await;
+        }
+    }
+
+    fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {
+        if !self.hold.swap(false, Ordering::SeqCst) {
+            return self.forward(msg);
+        }
+        Taken::Later(Box::pin(async move {
+            if let Ok(p) = self.gate.acquire().await {
+                p.forget();
+            }
+            match self.forward(msg) {
+                Taken::Later(later) => later.await,
+                Taken::Now => true,
+                Taken::Close => false,
+            }
+        }))
+    }
+
+    fn on_send_complete(&self, _done: TxCompletion) {}
+}
+
+/// A read that brings hundreds of frames with no payload: the reader writes what it
+/// forwarded every 32 of them while it takes the rest, not only once before its next
+/// read, so none waits for room on the next peer. The forwarder's reader is held on the
+/// first frame until all the others are in its socket, so each of its next reads brings
+/// as many frames as it reads at once (16 KiB: over a hundred).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
+    const FRAMES: u32 = 400;
+    let gate = Arc::new(Semaphore::new(FRAMES as usize + 1));
+    let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
+    let b = SockLnd::start(
+        config("127.0.0.51", 20019),
+        Arc::new(Gated {
+            gate,
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    let forwarder = Arc::new(WholeForwarder {
+        next: b.nid(),
+        lnd: OnceLock::new(),
+        hold: AtomicBool::new(false),
+        gate: Arc::new(Semaphore::new(0)),
+    });
+    let mut rcfg = config("127.0.0.50", 20019);
+    rcfg.min_bulk = 2 << 20;
+    rcfg.peer_credits = 8;
+    rcfg.peer_queue = 64;
+    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
+    let rn = r.nid();
+    let _ = forwarder.lnd.set(r);
+    let r = forwarder.lnd.get().unwrap();
+    let mut acfg = config("127.0.0.49", 20019);
+    acfg.min_bulk = 2 << 20;
+    let mut a = Node::start(acfg).await;
+    let an = a.nid();
+    let numbered = |i: u32| {
+        let payload = pattern(0, 0);
+        let mut header = put(an, rn, &payload, false);
+        if let lnet::Message::Put { offset, .. } = &mut header.msg {
+            *offset = i;
+        }
+        TxRequest {
+            id: TxId(u64::from(i)),
+            peer: rn,
+            header,
+            payload,
+        }
+    };
+    // The first frame sets every connection up.
+    a.lnd.send(numbered(FRAMES)).await.unwrap();
+    assert!(matches!(
+        next_unbounded(&mut msgs).await.header.msg,
+        lnet::Message::Put { offset, .. } if offset == FRAMES
+    ));
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    wait_conns(&a.lnd, rn, 3).await;
+    wait_conns(r, b.nid(), 3).await;
+
+    forwarder.hold.store(true, Ordering::SeqCst);
+    let before = r.stats().writes;
+    for i in 0..FRAMES {
+        a.lnd.send(numbered(i)).await.unwrap();
+    }
+    // Every frame is in the kernel's hands (A's sends complete once written).
+    for _ in 0..FRAMES {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    forwarder.gate.add_permits(1);
+    for i in 0..FRAMES {
+        let m = next_unbounded(&mut msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert_eq!(offset, i, "frames out of order");
+        assert!(m.payload.is_empty(), "frame {i} has a payload");
+    }
+    let writes = r.stats().writes;
+    // Written every 32 frames of a read, at most 32 wait at a time: 8 on the
+    // connection, the rest in the peer's queue of 64. Written only once a read, a read's
+    // frames fill that queue: the reader waits for room, what it forwarded goes to the
+    // writer task and is staged meanwhile.
+    assert_eq!(
+        (writes.by_writer_task, writes.staged),
+        (before.by_writer_task, before.staged),
+        "frames waited for room: {before:?} then {writes:?}"
+    );
+    assert!(
+        writes.by_reader - before.by_reader >= u64::from(FRAMES / 32),
+        "{before:?} then {writes:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(msgs.try_recv().is_err());
+    a.lnd.stop().await;
+    b.stop().await;
 }
 
 async fn next_unbounded<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
