@@ -97,7 +97,12 @@ impl LndHandler for Gated {
 }
 
 fn put_number(i: u32, from: Nid, to: Nid) -> TxRequest {
-    let payload = pattern(SIZE, i as u8);
+    put_numbered(i, SIZE, from, to)
+}
+
+/// PUT number `i` (its `offset` and send id) with a payload of `size` bytes.
+fn put_numbered(i: u32, size: usize, from: Nid, to: Nid) -> TxRequest {
+    let payload = pattern(size, i as u8);
     let mut header = put(from, to, &payload, false);
     if let lnet::Message::Put { offset, .. } = &mut header.msg {
         *offset = i;
@@ -215,17 +220,7 @@ async fn frames_beyond_the_credits(
 ) -> (WriteCounts, WriteCounts) {
     const FRAMES: u32 = 3000;
     let ip = |n: u8| format!("127.0.0.{}", first + n);
-    let gate = Arc::new(Semaphore::new(FRAMES as usize + 1));
-    let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
-    let b = SockLnd::start(
-        config(&ip(2), port),
-        Arc::new(Gated {
-            gate,
-            msgs: msgs_tx,
-        }),
-    )
-    .await
-    .unwrap();
+    let (b, mut msgs) = open_sink(&ip(2), port).await;
     let (done_tx, mut forwarded) = mpsc::unbounded_channel();
     let forwarder = Arc::new(Forwarder {
         next: b.nid(),
@@ -243,19 +238,7 @@ async fn frames_beyond_the_credits(
     acfg.min_bulk = 2 << 20;
     let a = Node::start(acfg).await;
     let an = a.nid();
-    let numbered = |i: u32| {
-        let payload = pattern(size, i as u8);
-        let mut header = put(an, rn, &payload, false);
-        if let lnet::Message::Put { offset, .. } = &mut header.msg {
-            *offset = i;
-        }
-        TxRequest {
-            id: TxId(u64::from(i)),
-            peer: rn,
-            header,
-            payload,
-        }
-    };
+    let numbered = |i: u32| put_numbered(i, size, an, rn);
     a.lnd.send(numbered(FRAMES)).await.unwrap();
     assert!(matches!(
         next_unbounded(&mut msgs).await.header.msg,
@@ -387,17 +370,7 @@ impl LndHandler for WholeForwarder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     const FRAMES: u32 = 400;
-    let gate = Arc::new(Semaphore::new(FRAMES as usize + 1));
-    let (msgs_tx, mut msgs) = mpsc::unbounded_channel();
-    let b = SockLnd::start(
-        config("127.0.0.51", 20019),
-        Arc::new(Gated {
-            gate,
-            msgs: msgs_tx,
-        }),
-    )
-    .await
-    .unwrap();
+    let (b, mut msgs) = open_sink("127.0.0.51", 20019).await;
     let forwarder = Arc::new(WholeForwarder {
         next: b.nid(),
         lnd: OnceLock::new(),
@@ -416,19 +389,7 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     acfg.min_bulk = 2 << 20;
     let mut a = Node::start(acfg).await;
     let an = a.nid();
-    let numbered = |i: u32| {
-        let payload = pattern(0, 0);
-        let mut header = put(an, rn, &payload, false);
-        if let lnet::Message::Put { offset, .. } = &mut header.msg {
-            *offset = i;
-        }
-        TxRequest {
-            id: TxId(u64::from(i)),
-            peer: rn,
-            header,
-            payload,
-        }
-    };
+    let numbered = |i: u32| put_numbered(i, 0, an, rn);
     // The first frame sets every connection up.
     a.lnd.send(numbered(FRAMES)).await.unwrap();
     assert!(matches!(
@@ -475,6 +436,23 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     assert!(msgs.try_recv().is_err());
     a.lnd.stop().await;
     b.stop().await;
+}
+
+/// A socklnd NI at `ip` that reads everything it is sent and hands each message to the
+/// receiver returned with it.
+async fn open_sink(ip: &str, port: u16) -> (SockLnd<Gated>, mpsc::UnboundedReceiver<RxMessage>) {
+    let (msgs_tx, msgs) = mpsc::unbounded_channel();
+    let gate = Arc::new(Semaphore::new(Semaphore::MAX_PERMITS));
+    let b = SockLnd::start(
+        config(ip, port),
+        Arc::new(Gated {
+            gate,
+            msgs: msgs_tx,
+        }),
+    )
+    .await
+    .unwrap();
+    (b, msgs)
 }
 
 async fn next_unbounded<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> T {
