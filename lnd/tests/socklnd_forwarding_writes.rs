@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::BytesMut;
-use lnd::socklnd::{SockLnd, WriteCounts};
+use lnd::socklnd::{SockLnd, SockLndConfig, WriteCounts};
 use lnd::{
     Lnd, LndHandler, RxDecision, RxHeader, RxMessage, Taken, TryRefused, TxCompletion, TxId,
     TxRequest,
@@ -135,17 +135,17 @@ async fn a_forwarding_reader_writes_and_a_full_socket_goes_to_the_writer_task() 
         done: done_tx,
         credits: None,
     });
-    let mut rcfg = config("127.0.0.42", 20019);
-    // Every frame on one connection: their order is kept end to end.
-    rcfg.min_bulk = 2 << 20;
-    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
-    let rn = r.nid();
-    let _ = forwarder.lnd.set(r);
+    let mut a = start_forwarder(
+        &forwarder,
+        &forwarder.lnd,
+        "127.0.0.42",
+        "127.0.0.41",
+        20019,
+        |_| {},
+    )
+    .await;
     let r = forwarder.lnd.get().unwrap();
-    let mut acfg = config("127.0.0.41", 20019);
-    acfg.min_bulk = 2 << 20;
-    let mut a = Node::start(acfg).await;
-    let an = a.nid();
+    let (rn, an) = (r.nid(), a.nid());
 
     // A first frame sets up every connection (A to the forwarder, the forwarder to B):
     // with them all up, small frames all take the CONTROL connection, in order.
@@ -228,16 +228,9 @@ async fn frames_beyond_the_credits(
         done: done_tx,
         credits: Some(Arc::new(Semaphore::new(credits))),
     });
-    let mut rcfg = config(&ip(1), port);
-    rcfg.min_bulk = 2 << 20;
-    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
-    let rn = r.nid();
-    let _ = forwarder.lnd.set(r);
+    let a = start_forwarder(&forwarder, &forwarder.lnd, &ip(1), &ip(0), port, |_| {}).await;
     let r = forwarder.lnd.get().unwrap();
-    let mut acfg = config(&ip(0), port);
-    acfg.min_bulk = 2 << 20;
-    let a = Node::start(acfg).await;
-    let an = a.nid();
+    let (rn, an) = (r.nid(), a.nid());
     let numbered = |i: u32| put_numbered(i, size, an, rn);
     a.lnd.send(numbered(FRAMES)).await.unwrap();
     assert!(matches!(
@@ -377,18 +370,21 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
         hold: AtomicBool::new(false),
         gate: Arc::new(Semaphore::new(0)),
     });
-    let mut rcfg = config("127.0.0.50", 20019);
-    rcfg.min_bulk = 2 << 20;
-    rcfg.peer_credits = 8;
-    rcfg.peer_queue = 64;
-    let r = SockLnd::start(rcfg, forwarder.clone()).await.unwrap();
-    let rn = r.nid();
-    let _ = forwarder.lnd.set(r);
+    let tune = |rcfg: &mut SockLndConfig| {
+        rcfg.peer_credits = 8;
+        rcfg.peer_queue = 64;
+    };
+    let mut a = start_forwarder(
+        &forwarder,
+        &forwarder.lnd,
+        "127.0.0.50",
+        "127.0.0.49",
+        20019,
+        tune,
+    )
+    .await;
     let r = forwarder.lnd.get().unwrap();
-    let mut acfg = config("127.0.0.49", 20019);
-    acfg.min_bulk = 2 << 20;
-    let mut a = Node::start(acfg).await;
-    let an = a.nid();
+    let (rn, an) = (r.nid(), a.nid());
     let numbered = |i: u32| put_numbered(i, 0, an, rn);
     // The first frame sets every connection up.
     a.lnd.send(numbered(FRAMES)).await.unwrap();
@@ -436,6 +432,27 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     assert!(msgs.try_recv().is_err());
     a.lnd.stop().await;
     b.stop().await;
+}
+
+/// Starts `handler`'s NI at `r_ip` (its config changed by `tune`) and hands it to the
+/// handler through `cell`, then a sending node at `a_ip`. Small frames all take one
+/// connection on both, so their order is kept end to end.
+async fn start_forwarder<H: LndHandler>(
+    handler: &Arc<H>,
+    cell: &OnceLock<SockLnd<H>>,
+    r_ip: &str,
+    a_ip: &str,
+    port: u16,
+    tune: impl FnOnce(&mut SockLndConfig),
+) -> Node {
+    let mut rcfg = config(r_ip, port);
+    rcfg.min_bulk = 2 << 20;
+    tune(&mut rcfg);
+    let r = SockLnd::start(rcfg, handler.clone()).await.unwrap();
+    let _ = cell.set(r);
+    let mut acfg = config(a_ip, port);
+    acfg.min_bulk = 2 << 20;
+    Node::start(acfg).await
 }
 
 /// A socklnd NI at `ip` that reads everything it is sent and hands each message to the
