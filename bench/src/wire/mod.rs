@@ -7,11 +7,13 @@
 //! * **direct**: source 127.0.56.1@tcp to sink 127.0.56.2@tcp;
 //! * **relay**: source 127.0.57.1@tcp to sink 127.0.57.2@tcp through [`relay`], a process
 //!   of its own (splice(2), one thread per direction);
-//! * **router**: source 127.0.58.1@tcp to sink 127.0.59.4@tcp1 through an `lnet-router
-//!   run` process with NIs 127.0.58.2@tcp and 127.0.59.2@tcp1.
+//! * **router**: for the `i`th of `--cores`, N, source 127.0.(58+4i).1@tcp to sink
+//!   127.0.(59+4i).4@tcp1 through an `lnet-router run` process of its own with NIs
+//!   127.0.(58+4i).2@tcp and 127.0.(59+4i).2@tcp1 and `--cpu-npartitions N`: one CPT per
+//!   CPU it runs on, as the default gives a router started on those N CPUs.
 //!
-//! The relay and the router are measured pinned to each of `--cores` (CPU 0, or CPUs
-//! 0..N-1), re-pinned in place between measurements. For each repeat, each measurement in
+//! The relay and each router are measured pinned to their CPUs (CPU 0, or CPUs 0..N-1);
+//! the one relay is re-pinned in place between measurements. For each repeat, each measurement in
 //! turn (the order rotating between repeats): the 0-byte PUT+ACK rate, 1 MiB bulk
 //! throughput, and the round trip of one PUT+ACK at a time (p50/p99); with the CPU time
 //! (utime+stime from /proc/PID/stat) the relay or router process spent per PUT+ACK.
@@ -312,13 +314,33 @@ fn setup_relay(args: &WireArgs, dir: &std::path::Path, lifetime: u64) -> Result<
     })
 }
 
-fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchError> {
-    let (src, near) = (pid_at(58, 1, "tcp")?, pid_at(58, 2, "tcp")?);
-    // The source and the sink are on different CPTs of two (`Nid::cpt`), as two of many
-    // clients and servers would be: with two cores each has the router thread of its own.
-    let (dst, far) = (pid_at(59, 4, "tcp1")?, pid_at(59, 2, "tcp1")?);
+/// The third byte of the addresses of router `index`'s tcp net (its tcp1 net's is the
+/// next): 58, 62, 66 ... (127.0.60.x is the hostile clients').
+fn router_octet(index: usize) -> Result<u8, BenchError> {
+    index
+        .checked_mul(4)
+        .and_then(|i| i.checked_add(58))
+        .and_then(|o| u8::try_from(o).ok())
+        .filter(|o| *o < 255)
+        .ok_or_else(|| BenchError::Usage("too many --cores".into()))
+}
+
+/// The path through router `index`, an `lnet-router` process with `cpts` CPTs.
+fn setup_router(
+    args: &WireArgs,
+    dir: &std::path::Path,
+    index: usize,
+    cpts: usize,
+) -> Result<Path, BenchError> {
+    let a = router_octet(index)?;
+    let (src, near) = (pid_at(a, 1, "tcp")?, pid_at(a, 2, "tcp")?);
+    // The source and the sink are on different CPTs of two (`Nid::cpt`, the bytes of
+    // the NID summed: both third bytes are odd for one and even for the other), as two of
+    // many clients and servers would be: with two cores each has the router thread of
+    // its own.
+    let (dst, far) = (pid_at(a + 1, 4, "tcp1")?, pid_at(a + 1, 2, "tcp1")?);
     let sink = Sink::start(dst, src, args.port)?;
-    let config = dir.join("router.yaml");
+    let config = dir.join(format!("router-{index}.yaml"));
     std::fs::write(
         &config,
         router_yaml(near.nid, far.nid, args.port, args.router_peer_credits),
@@ -331,9 +353,11 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
     cmd.arg("run")
         .arg("--config")
         .arg(&config)
+        .arg("--cpu-npartitions")
+        .arg(cpts.to_string())
         .env("RUST_LOG", "warn");
     if args.hostile {
-        let tokens = dir.join("tokens");
+        let tokens = dir.join(format!("tokens-{index}"));
         std::fs::write(&tokens, format!("hostile-reader reader {HOSTILE_READER}\n")).map_err(
             |source| BenchError::Io {
                 what: format!("write {}", tokens.display()),
@@ -341,19 +365,20 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
             },
         )?;
         cmd.arg("--data-dir")
-            .arg(dir.join("router-data"))
+            .arg(dir.join(format!("router-data-{index}")))
             .arg("--tokens-file")
             .arg(&tokens)
             .arg("--api-listen")
-            .arg(api_addr(args).to_string())
+            .arg(api_addr(args, a).to_string())
             .arg("--plain-http");
     }
-    let mut process = Process::start(cmd, "lnet-router", &dir.join("router.log"))?;
+    let log = dir.join(format!("router-{index}.log"));
+    let mut process = Process::start(cmd, "lnet-router", &log)?;
     let source = Source::connect(
         src,
         args.port,
         near,
-        addr(58, 2, args.port),
+        addr(a, 2, args.port),
         dst,
         args.peer_credits,
         BULK_SIZE,
@@ -372,18 +397,20 @@ fn setup_router(args: &WireArgs, dir: &std::path::Path) -> Result<Path, BenchErr
 /// The reader token the hostile clients' event streams use.
 const HOSTILE_READER: &str = "hostile-reader-0123456789abcdef";
 
-/// Where the router serves its API with `--hostile`.
-fn api_addr(args: &WireArgs) -> SocketAddr {
-    addr(58, 2, args.port + 3)
+/// Where the router whose tcp net's addresses have third byte `a` serves its API with
+/// `--hostile`.
+fn api_addr(args: &WireArgs, a: u8) -> SocketAddr {
+    addr(a, 2, args.port + 3)
 }
 
-/// The hostile clients of the router path.
-fn hostile_targets(args: &WireArgs) -> Result<Targets, BenchError> {
+/// The hostile clients of the path through router `index`.
+fn hostile_targets(args: &WireArgs, index: usize) -> Result<Targets, BenchError> {
+    let a = router_octet(index)?;
     Ok(Targets {
-        api: api_addr(args),
+        api: api_addr(args, a),
         reader_token: HOSTILE_READER.to_owned(),
-        acceptor: addr(58, 2, args.port),
-        ni: pid_at(58, 2, "tcp")?.nid,
+        acceptor: addr(a, 2, args.port),
+        ni: pid_at(a, 2, "tcp")?.nid,
     })
 }
 
@@ -543,8 +570,9 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     let loadavg_start = loadavg();
     let sharing = format!(
         "{ncpu} CPU(s). The source and the sink are threads of lnet-bench, not pinned; the relay \
-         and the router are processes pinned to CPUs 0..N-1 for N in {:?}, so the load \
-         generator shares {} with them",
+         and the router are processes pinned to CPUs 0..N-1 for N in {:?} (router@N: an \
+         lnet-router of its own with cpu_npartitions N), so the load generator shares {} \
+         with them",
         args.cores,
         if ncpu <= 2 { "the cores" } else { "some cores" }
     );
@@ -562,17 +590,19 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     let mut paths = vec![
         setup_direct(&args)?,
         setup_relay(&args, dir.path(), lifetime)?,
-        setup_router(&args, dir.path())?,
     ];
+    for (index, &c) in args.cores.iter().enumerate() {
+        paths.push(setup_router(&args, dir.path(), index, c)?);
+    }
     let mut slots = vec![Slot {
         path: 0,
         cpus: Vec::new(),
         name: "direct".into(),
         hostile: false,
     }];
-    for &c in &args.cores {
+    for (index, &c) in args.cores.iter().enumerate() {
         let cpus: Vec<usize> = (0..c).collect();
-        for (path, kind) in [(1, "relay"), (2, "router")] {
+        for (path, kind) in [(1, "relay"), (2 + index, "router")] {
             slots.push(Slot {
                 path,
                 cpus: cpus.clone(),
@@ -582,7 +612,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         }
         if args.hostile {
             slots.push(Slot {
-                path: 2,
+                path: 2 + index,
                 cpus: cpus.clone(),
                 name: format!("router@{c}+hostile"),
                 hostile: true,
@@ -604,7 +634,10 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
                 p.pin(&slot.cpus)?;
             }
             let s = if slot.hostile {
-                let load = HostileLoad::start(hostile_targets(&args)?, HOSTILE_WARMUP)?;
+                let load = HostileLoad::start(
+                    hostile_targets(&args, slot.path.saturating_sub(2))?,
+                    HOSTILE_WARMUP,
+                )?;
                 let s = measure(path, &args, timing);
                 let did = load.stop();
                 println!("wire: hostile clients: {did:?}");

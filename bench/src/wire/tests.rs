@@ -63,6 +63,26 @@ fn the_router_config_names_both_nis_and_routes() {
 }
 
 #[test]
+fn each_router_has_addresses_of_its_own_and_its_source_and_sink_on_two_cpts() {
+    let mut octets = Vec::new();
+    for index in 0..8 {
+        let a = router_octet(index).unwrap();
+        let src = pid_at(a, 1, "tcp").unwrap().nid;
+        let sink = pid_at(a + 1, 4, "tcp1").unwrap().nid;
+        assert_ne!(src.cpt(2), sink.cpt(2), "router {index}");
+        octets.extend([a, a + 1]);
+    }
+    let mut distinct = octets.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), octets.len());
+    // Not the direct path's (56), the relay's (57) or the hostile clients' (60).
+    assert!(octets.iter().all(|&o| o > 57 && o != 60));
+    assert!(router_octet(49).is_ok());
+    assert!(router_octet(50).is_err(), "no third byte 256");
+}
+
+#[test]
 fn cpu_times_come_from_fields_14_and_15() {
     let stat = "4242 (lnet router) S 1 4242 4242 0 -1 4194560 100 0 0 0 700 35 0 0 20 0 9 0";
     assert_eq!(child::stat_cpu_ticks(stat), Some((700, 35)));
