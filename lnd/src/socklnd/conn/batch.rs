@@ -31,9 +31,10 @@ use tokio::time::Instant;
 /// a whole window of frames; written only once all of them are taken, they would leave
 /// as one clump, and each hop would take the window in turn, the next one idle meanwhile.
 /// Writing every this many lets the next hop start on the first ones while the reader
-/// takes the rest (measured in docs/bench.md: 16, 24 and 32 forward at the same rate,
-/// 8 costs a write per few frames).
-pub(crate) const FLUSH_EVENTS: u32 = 32;
+/// takes the rest (measured in docs/bench.md: 16 and 24 forward about a tenth more than
+/// 32 when one thread reads both ways, 24 with less CPU at two CPUs; 8 costs a write per
+/// few frames).
+pub(crate) const FLUSH_EVENTS: u32 = 24;
 
 /// Most rounds of deferred writes one flush makes: writes complete sends, whose
 /// completions may queue more; past this the writer tasks take over.
