@@ -334,10 +334,9 @@ fn setup_router(
 ) -> Result<Path, BenchError> {
     let a = router_octet(index)?;
     let (src, near) = (pid_at(a, 1, "tcp")?, pid_at(a, 2, "tcp")?);
-    // The source and the sink are on different CPTs of two (`Nid::cpt`, the bytes of
-    // the NID summed: both third bytes are odd for one and even for the other), as two of
-    // many clients and servers would be: with two cores each has the router thread of
-    // its own.
+    // The source and the sink are on different CPTs of two (`Nid::cpt`: the sums of
+    // their NIDs' bytes differ by 5), as two of many clients and servers would be: with
+    // two cores each has the router thread of its own.
     let (dst, far) = (pid_at(a + 1, 4, "tcp1")?, pid_at(a + 1, 2, "tcp1")?);
     let sink = Sink::start(dst, src, args.port)?;
     let config = dir.join(format!("router-{index}.yaml"));
@@ -591,6 +590,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         setup_direct(&args)?,
         setup_relay(&args, dir.path(), lifetime)?,
     ];
+    // Paths 2.. are the routers, in the order of `--cores`.
     for (index, &c) in args.cores.iter().enumerate() {
         paths.push(setup_router(&args, dir.path(), index, c)?);
     }
