@@ -1,7 +1,7 @@
 //! `lnet-bench wire --hostile`: hostile clients of the router's API and hostile peers of
 //! its socklnd acceptor, at work while the router's forwarding is measured. Each client
 //! comes from loopback addresses of its own (127.0.60.x), so the router's per-address
-//! limits meet them and not the benchmark's source (127.0.58.1):
+//! limits meet them and not the benchmark's sources (127.0.58.1, 127.0.62.1, ...):
 //!
 //! * **slow headers**: 40 connections to the API, each dripping a request head one byte a
 //!   second (the router cuts each after its head timeout; they connect again);
