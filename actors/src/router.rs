@@ -275,29 +275,67 @@ impl RouterPools {
         });
         match (requested, answer) {
             (Requested::Granted(grant), _) => {
-                if let Some(ni) = held_on {
-                    *b.held.entry((ni, peer, grant.pool)).or_default() += 1;
-                }
-                // Registered memory, when there is any, is taken outside the pool's lock
-                // (a new buffer is registered with each o2ib NI first).
-                let registered = self.uses_registered(grant.pool);
-                let spare = if registered {
-                    None
-                } else {
-                    b.spare(grant.pool)
-                };
-                drop(b);
-                let memory = registered
-                    .then(|| self.registered.take())
-                    .flatten()
-                    .unwrap_or_else(|| memory_of(grant.pool, spare));
-                Reservation::Granted(Ticket { cpt, grant }, memory)
+                let (ticket, memory) = self.granted(b, cpt, held_on, grant);
+                Reservation::Granted(ticket, memory)
             }
             (Requested::Waiting, Some(rx)) => Reservation::Waiting(rx),
             (Requested::Refused(_, e), _) => Reservation::Refused(e),
             // A wait always made its channel.
             (Requested::Waiting, None) => Reservation::Refused(BufferError::TooLarge { len }),
         }
+    }
+
+    /// [`RouterPools::reserve`] only if it is granted at once, or refused: `None` (the
+    /// message would wait for a credit or a buffer) queues nothing. A caller whose own
+    /// sends, once finished, give back what it waits for finishes them and asks again,
+    /// instead of waiting (see [`lnet::rtrbuf::RouterBuffers::request_now_with_credits`]).
+    pub fn reserve_now(
+        &self,
+        peer: Nid,
+        len: u32,
+    ) -> Option<Result<(Ticket, BytesMut), BufferError>> {
+        let cpt = self.cpt_of(&peer);
+        let Some(mut b) = self.lock(cpt) else {
+            return Some(Err(BufferError::TooLarge { len }));
+        };
+        let credits = match b.net_credits.get(&peer.net) {
+            Some(c) => *c,
+            None => b.default_peer_credits(),
+        };
+        match b.request_now_with_credits(peer, credits, len, || oneshot::channel().0)? {
+            Requested::Granted(grant) => Some(Ok(self.granted(b, cpt, None, grant))),
+            Requested::Refused(_, e) => Some(Err(e)),
+            // Never the answer to a request made now.
+            Requested::Waiting => None,
+        }
+    }
+
+    /// The ticket of a buffer granted under the lock `b` of CPT `cpt`, held for the
+    /// message arriving on local NI `held_on` if set, with its memory.
+    fn granted(
+        &self,
+        mut b: MutexGuard<'_, CptPools>,
+        cpt: usize,
+        held_on: Option<Nid>,
+        grant: Grant<Nid>,
+    ) -> (Ticket, BytesMut) {
+        if let Some(ni) = held_on {
+            *b.held.entry((ni, grant.peer, grant.pool)).or_default() += 1;
+        }
+        // Registered memory, when there is any, is taken outside the pool's lock (a new
+        // buffer is registered with each o2ib NI first).
+        let registered = self.uses_registered(grant.pool);
+        let spare = if registered {
+            None
+        } else {
+            b.spare(grant.pool)
+        };
+        drop(b);
+        let memory = registered
+            .then(|| self.registered.take())
+            .flatten()
+            .unwrap_or_else(|| memory_of(grant.pool, spare));
+        (Ticket { cpt, grant }, memory)
     }
 
     /// Holds `ticket`, granted after a wait, for the message arriving on local NI `ni`

@@ -2,7 +2,9 @@
 //! connection's writer task. When the next peer stops reading, what its socket does not
 //! take goes to that writer task; once the peer reads again every frame arrives exactly
 //! once, intact and in order, and every forwarded send completes. A read that brings
-//! many frames is written every 24 of them, while the reader takes the rest.
+//! many frames is written every 24 of them, while the reader takes the rest. A frame
+//! short of a credit that the reader's own forwarded frames hold is taken once the
+//! reader has written them, without a wait.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,7 +14,7 @@
 
 mod socklnd_support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -25,7 +27,7 @@ use lnd::{
 use lnet::health::HealthStatus;
 use lnet::Nid;
 use socklnd_support::*;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 /// Small frames (written by readers), more of them than loopback's socket buffers hold.
 const FRAMES: u32 = 4000;
@@ -430,6 +432,188 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(msgs.try_recv().is_err());
+    a.lnd.stop().await;
+    b.stop().await;
+}
+
+/// Forwards every message that comes whole, as [`WholeForwarder`] does, while it has one
+/// of its credits, each held until its send completes (as a router-buffer credit is).
+/// Short of one, [`LndHandler::try_whole_now`] gives the message back; `on_whole_now`
+/// waits for one. With `hold` set, the next message waits for a permit of `gate` first.
+struct CreditedForwarder {
+    next: Nid,
+    lnd: OnceLock<SockLnd<CreditedForwarder>>,
+    credits: AtomicU32,
+    freed: Notify,
+    hold: AtomicBool,
+    gate: Arc<Semaphore>,
+    given_back: AtomicU64,
+    waited: AtomicU64,
+}
+
+impl CreditedForwarder {
+    fn take_credit(&self) -> bool {
+        self.credits
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| c.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Hands `msg`, which holds a credit, on at once if the LND takes it without
+    /// waiting, else the wait that hands it on.
+    fn send(&self, msg: RxMessage) -> Taken<'_> {
+        let Some(lnd) = self.lnd.get() else {
+            return Taken::Now;
+        };
+        let lnet::Message::Put { offset, .. } = msg.header.msg else {
+            return Taken::Now;
+        };
+        let tx = TxRequest {
+            id: TxId(u64::from(offset)),
+            peer: self.next,
+            header: msg.header,
+            payload: msg.payload,
+        };
+        match lnd.try_send(tx) {
+            Ok(()) => Taken::Now,
+            Err(TryRefused::WouldWait(tx)) => {
+                Taken::Later(Box::pin(async move { lnd.send(*tx).await.is_ok() }))
+            }
+            Err(e) => panic!("send refused: {e:?}"),
+        }
+    }
+}
+
+impl LndHandler for CreditedForwarder {
+    async fn on_header(&self, rx: RxHeader) -> RxDecision {
+        RxDecision::Receive(BytesMut::with_capacity(rx.header.payload_length as usize))
+    }
+
+    async fn on_message(&self, _msg: RxMessage) {
+        panic!("only frames with no payload are sent");
+    }
+
+    fn try_whole_now(&self, msg: RxMessage) -> Result<Taken<'_>, RxMessage> {
+        if self.hold.swap(false, Ordering::SeqCst) {
+            return Ok(Taken::Later(Box::pin(async move {
+                if let Ok(p) = self.gate.acquire().await {
+                    p.forget();
+                }
+                match self.on_whole_now(msg) {
+                    Taken::Later(later) => later.await,
+                    Taken::Now => true,
+                    Taken::Close => false,
+                }
+            })));
+        }
+        if !self.take_credit() {
+            self.given_back.fetch_add(1, Ordering::SeqCst);
+            return Err(msg);
+        }
+        Ok(self.send(msg))
+    }
+
+    fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {
+        if self.take_credit() {
+            return self.send(msg);
+        }
+        self.waited.fetch_add(1, Ordering::SeqCst);
+        Taken::Later(Box::pin(async move {
+            loop {
+                let freed = self.freed.notified();
+                if self.take_credit() {
+                    break;
+                }
+                freed.await;
+            }
+            match self.send(msg) {
+                Taken::Later(later) => later.await,
+                Taken::Now => true,
+                Taken::Close => false,
+            }
+        }))
+    }
+
+    fn on_send_complete(&self, _done: TxCompletion) {
+        self.credits.fetch_add(1, Ordering::SeqCst);
+        self.freed.notify_waiters();
+    }
+}
+
+/// A read brings hundreds of frames with no payload and the forwarder has 8 credits: a
+/// frame short of one is given back to the reader, which writes (stages) the frames it
+/// forwarded, whose sends complete and give their credits back, and asks again. Every
+/// frame arrives, in order, and none waited.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_short_of_a_credit_its_reader_holds_is_taken_once_it_writes_without_a_wait() {
+    const FRAMES: u32 = 400;
+    let (b, mut msgs) = open_sink("127.0.0.57", 20019).await;
+    let forwarder = Arc::new(CreditedForwarder {
+        next: b.nid(),
+        lnd: OnceLock::new(),
+        credits: AtomicU32::new(8),
+        freed: Notify::new(),
+        hold: AtomicBool::new(false),
+        gate: Arc::new(Semaphore::new(0)),
+        given_back: AtomicU64::new(0),
+        waited: AtomicU64::new(0),
+    });
+    let tune = |rcfg: &mut SockLndConfig| {
+        rcfg.peer_credits = 8;
+        rcfg.peer_queue = 64;
+    };
+    let mut a = start_forwarder(
+        &forwarder,
+        &forwarder.lnd,
+        "127.0.0.56",
+        "127.0.0.55",
+        20019,
+        tune,
+    )
+    .await;
+    let r = forwarder.lnd.get().unwrap();
+    let (rn, an) = (r.nid(), a.nid());
+    let numbered = |i: u32| put_numbered(i, 0, an, rn);
+    // The first frame sets every connection up.
+    a.lnd.send(numbered(FRAMES)).await.unwrap();
+    assert!(matches!(
+        next_unbounded(&mut msgs).await.header.msg,
+        lnet::Message::Put { offset, .. } if offset == FRAMES
+    ));
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    wait_conns(&a.lnd, rn, 3).await;
+    wait_conns(r, b.nid(), 3).await;
+
+    // The reader is held on the first frame until all are in its socket.
+    forwarder.hold.store(true, Ordering::SeqCst);
+    let before = r.stats().writes;
+    for i in 0..FRAMES {
+        a.lnd.send(numbered(i)).await.unwrap();
+    }
+    for _ in 0..FRAMES {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    forwarder.gate.add_permits(1);
+    for i in 0..FRAMES {
+        let m = next_unbounded(&mut msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert_eq!(offset, i, "frames out of order");
+    }
+    let writes = r.stats().writes;
+    assert!(
+        forwarder.given_back.load(Ordering::SeqCst) > 0,
+        "no frame was short of a credit: {before:?} then {writes:?}"
+    );
+    assert_eq!(
+        forwarder.waited.load(Ordering::SeqCst),
+        0,
+        "{before:?} then {writes:?}"
+    );
+    assert!(writes.staged > before.staged, "{before:?} then {writes:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(msgs.try_recv().is_err());
+    assert_eq!(forwarder.credits.load(Ordering::SeqCst), 8);
     a.lnd.stop().await;
     b.stop().await;
 }

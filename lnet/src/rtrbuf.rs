@@ -257,18 +257,7 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
         let Some(pool) = PoolKind::for_payload(len) else {
             return Requested::Refused(token(), BufferError::TooLarge { len });
         };
-        let max = credits.max(1);
-        let state = self.peers.entry(peer.clone()).or_insert_with(|| {
-            let c = i32::try_from(max).unwrap_or(i32::MAX);
-            PeerState {
-                credits: PeerRtrCredits {
-                    max,
-                    credits: c,
-                    mincredits: c,
-                },
-                waiting: VecDeque::new(),
-            }
-        });
+        let state = peer_state(&mut self.peers, &peer, credits);
         let c = &mut state.credits;
         c.credits = c.credits.saturating_sub(1);
         c.mincredits = c.mincredits.min(c.credits);
@@ -281,6 +270,38 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
         }
         self.pool_mut(pool).waiting.push_back((token(), peer));
         Requested::Waiting
+    }
+
+    /// [`Self::request_with_credits`] only if it is granted at once: `None` leaves the
+    /// pools and the peer's credits as they were, but for their low-water marks, which
+    /// count the wait the message has now (a caller that can free what it waits for, by
+    /// finishing sends of its own, asks again; else it requests, and waits in turn).
+    pub fn request_now_with_credits(
+        &mut self,
+        peer: P,
+        credits: u32,
+        len: u32,
+        token: impl FnOnce() -> T,
+    ) -> Option<Requested<T, P>> {
+        let Some(pool) = PoolKind::for_payload(len) else {
+            return Some(Requested::Refused(token(), BufferError::TooLarge { len }));
+        };
+        let state = peer_state(&mut self.peers, &peer, credits);
+        let c = &mut state.credits;
+        let after = c.credits.saturating_sub(1);
+        c.mincredits = c.mincredits.min(after);
+        if after < 0 {
+            return None;
+        }
+        let s = &mut pool_in(&mut self.pools, pool).stats;
+        let left = s.credits.saturating_sub(1);
+        s.mincredits = s.mincredits.min(left);
+        if left < 0 {
+            return None;
+        }
+        c.credits = after;
+        s.credits = left;
+        Some(Requested::Granted(Grant { peer, pool }))
     }
 
     /// The peer credit is held: takes a buffer of pool `kind` (true), or counts one more
@@ -389,6 +410,26 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
 }
 
 /// The pool of `kind` among `pools` (tiny, small, large).
+/// The router-buffer credits of `peer`, given `credits` when it first sends.
+fn peer_state<'a, P: Clone + Eq + Hash, T>(
+    peers: &'a mut FxHashMap<P, PeerState<T>>,
+    peer: &P,
+    credits: u32,
+) -> &'a mut PeerState<T> {
+    peers.entry(peer.clone()).or_insert_with(|| {
+        let max = credits.max(1);
+        let c = i32::try_from(max).unwrap_or(i32::MAX);
+        PeerState {
+            credits: PeerRtrCredits {
+                max,
+                credits: c,
+                mincredits: c,
+            },
+            waiting: VecDeque::new(),
+        }
+    })
+}
+
 fn pool_in<P, T>(pools: &mut [Pool<P, T>; 3], kind: PoolKind) -> &mut Pool<P, T> {
     let [t, s, l] = pools;
     match kind.index() {
@@ -522,6 +563,83 @@ mod tests {
         let large = b.pools().nth(2).unwrap();
         assert_eq!((large.credits, large.mincredits), (2, -1));
         assert_eq!(b.peer(&"a").unwrap().credits, 2);
+    }
+
+    #[test]
+    fn a_request_made_now_is_granted_or_queues_nothing_but_counts_the_wait() {
+        // Two large buffers, two credits per peer.
+        let mut b: RouterBuffers<&str, u32> = RouterBuffers::new([4, 4, 2], 2);
+        let Some(Requested::Granted(g1)) = b.request_now_with_credits("a", 2, 8192, || 1) else {
+            panic!()
+        };
+        let Some(Requested::Granted(_)) = b.request_now_with_credits("a", 2, 8192, || 2) else {
+            panic!()
+        };
+        // Peer a is out of credits: nothing queued, its credits as they were, the wait
+        // counted in its low-water mark as a queued message would be.
+        assert_eq!(b.request_now_with_credits("a", 2, 8192, || 3), None);
+        assert_eq!(b.waiting(), 0);
+        let a = b.peer(&"a").unwrap();
+        assert_eq!((a.credits, a.mincredits), (0, -1));
+        // Peer b has credits, the pool has no buffer: b's credit is not taken.
+        assert_eq!(b.request_now_with_credits("b", 2, 8192, || 4), None);
+        assert_eq!(b.peer(&"b").unwrap().credits, 2);
+        let large = b.pools().nth(2).unwrap();
+        assert_eq!((large.credits, large.mincredits), (0, -1));
+        // A buffer back: granted now, as a request would be.
+        assert!(b.release(g1).is_empty());
+        assert!(matches!(
+            b.request_now_with_credits("b", 2, 8192, || 5),
+            Some(Requested::Granted(Grant { peer: "b", .. }))
+        ));
+        // Too large for any pool: refused, no credit taken.
+        assert!(matches!(
+            b.request_now_with_credits("c", 2, u32::MAX, || 6),
+            Some(Requested::Refused(6, BufferError::TooLarge { .. }))
+        ));
+    }
+
+    proptest! {
+        /// A request made now is granted exactly when its peer has a credit and its pool
+        /// a buffer, queues nothing, and leaves credits that count what is held.
+        #[test]
+        fn a_request_made_now_is_granted_when_a_credit_and_a_buffer_are_free(
+            asks in proptest::collection::vec(
+                (0u8..3, prop_oneof![Just(0u32), Just(4096), Just(8192)], any::<bool>()),
+                1..60,
+            ),
+        ) {
+            let mut b: RouterBuffers<u8, u32> = RouterBuffers::new([2, 2, 2], 2);
+            let mut held: Vec<Grant<u8>> = Vec::new();
+            for (peer, len, release) in asks {
+                let by_peer = held.iter().filter(|g| g.peer == peer).count();
+                let pool = PoolKind::for_payload(len).unwrap();
+                let by_pool = held.iter().filter(|g| g.pool == pool).count();
+                match b.request_now_with_credits(peer, 2, len, || 0) {
+                    Some(Requested::Granted(g)) => {
+                        prop_assert!(by_peer < 2 && by_pool < 2);
+                        held.push(g);
+                    }
+                    None => prop_assert!(by_peer == 2 || by_pool == 2),
+                    other => prop_assert!(false, "{:?}", other),
+                }
+                prop_assert_eq!(b.waiting(), 0);
+                if release && !held.is_empty() {
+                    let g = held.remove(0);
+                    prop_assert!(b.release(g).is_empty());
+                }
+                for (kind, stats) in [PoolKind::Tiny, PoolKind::Small, PoolKind::Large].into_iter().zip(b.pools()) {
+                    let n = held.iter().filter(|g| g.pool == kind).count();
+                    prop_assert_eq!(i64::from(stats.credits), 2 - n as i64);
+                }
+                for p in 0u8..3 {
+                    if let Some(c) = b.peer(&p) {
+                        let n = held.iter().filter(|g| g.peer == p).count();
+                        prop_assert_eq!(i64::from(c.credits), 2 - n as i64);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

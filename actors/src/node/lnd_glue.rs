@@ -233,6 +233,28 @@ impl LndHandler for NodeHandler {
         }
     }
 
+    /// A message to forward whose sending peer NI has no router-buffer credit left, or
+    /// whose pool has no buffer, comes back: the LND may write what it forwarded, which
+    /// gives them back. Only with no fault rule (a rule is applied once, by
+    /// `on_whole_now`).
+    fn try_whole_now(&self, msg: RxMessage) -> Result<Taken<'_>, RxMessage> {
+        if !msg.payload.is_empty()
+            || !self.faults.is_empty()
+            || !self.to_forward(&msg.header.dest_nid)
+        {
+            return Ok(self.on_whole_now(msg));
+        }
+        let from = msg.from.nid;
+        match self.path.pools.reserve_now(from, msg.header.payload_length) {
+            None => Err(msg),
+            Some(Ok((ticket, _))) => Ok(taken(self.take(msg, Some(ticket)))),
+            Some(Err(e)) => {
+                tracing::warn!(%from, %e, "message to forward refused");
+                Ok(Taken::Close)
+            }
+        }
+    }
+
     fn on_send_complete(&self, done: TxCompletion) {
         if ForwardPath::owns(done.id) {
             self.path.complete(done);

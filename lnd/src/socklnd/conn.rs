@@ -780,12 +780,20 @@ impl<H: LndHandler> Reader<H> {
 
     /// Hands a message that came whole to the upper layer: `Some` is what is left to
     /// wait for.
-    fn whole(&self, msg: RxMessage) -> Result<Option<Waits<'_>>, ConnEnd> {
-        match self.handler.on_whole_now(msg) {
-            Taken::Now => Ok(None),
-            Taken::Later(later) => Ok(Some(Waits::Whole(later))),
-            Taken::Close => Err(ConnEnd::UpperLayer),
+    /// One that would wait for what the frames already forwarded hold (a router-buffer
+    /// credit) waits for their writes instead: they are written, which gives it back,
+    /// and the upper layer is asked again, as [`Reader::decide`] does for a wait.
+    fn whole(&self, mut msg: RxMessage) -> Result<Option<Waits<'_>>, ConnEnd> {
+        for _ in 0..DECIDE_ROUNDS {
+            match self.handler.try_whole_now(msg) {
+                Ok(taken) => return whole_taken(taken),
+                Err(back) => msg = back,
+            }
+            if !batch::write_noted(true) {
+                break;
+            }
         }
+        whole_taken(self.handler.on_whole_now(msg))
     }
 
     /// Waits for what [`Reader::on_event_now`] left.
@@ -826,6 +834,15 @@ impl<H: LndHandler> Reader<H> {
                 }
             }
         }
+    }
+}
+
+/// What is left of a message that came whole once the upper layer took it.
+fn whole_taken(taken: Taken<'_>) -> Result<Option<Waits<'_>>, ConnEnd> {
+    match taken {
+        Taken::Now => Ok(None),
+        Taken::Later(later) => Ok(Some(Waits::Whole(later))),
+        Taken::Close => Err(ConnEnd::UpperLayer),
     }
 }
 
