@@ -305,25 +305,35 @@ impl WholeForwarder {
     /// Hands `msg` on at once if the LND takes it without waiting, else the wait that
     /// hands it on.
     fn forward(&self, msg: RxMessage) -> Taken<'_> {
-        let Some(lnd) = self.lnd.get() else {
-            return Taken::Now;
-        };
-        let lnet::Message::Put { offset, .. } = msg.header.msg else {
-            return Taken::Now;
-        };
-        let tx = TxRequest {
-            id: TxId(u64::from(offset)),
-            peer: self.next,
-            header: msg.header,
-            payload: msg.payload,
-        };
-        match lnd.try_send(tx) {
-            Ok(()) => Taken::Now,
-            Err(TryRefused::WouldWait(tx)) => {
-                Taken::Later(Box::pin(async move { lnd.send(*tx).await.is_ok() }))
-            }
-            Err(e) => panic!("send refused: {e:?}"),
+        forward_whole(&self.lnd, self.next, msg)
+    }
+}
+
+/// Hands `msg` to `lnd`'s NI for `next` at once if it takes it without waiting
+/// (`Lnd::try_send`, as the node's forwarding path does), else the wait that hands it on.
+fn forward_whole<H: LndHandler>(
+    lnd: &OnceLock<SockLnd<H>>,
+    next: Nid,
+    msg: RxMessage,
+) -> Taken<'_> {
+    let Some(lnd) = lnd.get() else {
+        return Taken::Now;
+    };
+    let lnet::Message::Put { offset, .. } = msg.header.msg else {
+        return Taken::Now;
+    };
+    let tx = TxRequest {
+        id: TxId(u64::from(offset)),
+        peer: next,
+        header: msg.header,
+        payload: msg.payload,
+    };
+    match lnd.try_send(tx) {
+        Ok(()) => Taken::Now,
+        Err(TryRefused::WouldWait(tx)) => {
+            Taken::Later(Box::pin(async move { lnd.send(*tx).await.is_ok() }))
         }
+        Err(e) => panic!("send refused: {e:?}"),
     }
 }
 
@@ -346,11 +356,7 @@ impl LndHandler for WholeForwarder {
             if let Ok(p) = self.gate.acquire().await {
                 p.forget();
             }
-            match self.forward(msg) {
-                Taken::Later(later) => later.await,
-                Taken::Now => true,
-                Taken::Close => false,
-            }
+            kept(self.forward(msg)).await
         }))
     }
 
@@ -372,51 +378,17 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
         hold: AtomicBool::new(false),
         gate: Arc::new(Semaphore::new(0)),
     });
-    let tune = |rcfg: &mut SockLndConfig| {
-        rcfg.peer_credits = 8;
-        rcfg.peer_queue = 64;
-    };
-    let mut a = start_forwarder(
+    let (before, writes) = held_read(
         &forwarder,
         &forwarder.lnd,
-        "127.0.0.50",
-        "127.0.0.49",
-        20019,
-        tune,
+        &forwarder.hold,
+        &forwarder.gate,
+        ["127.0.0.49", "127.0.0.50"],
+        b.nid(),
+        &mut msgs,
+        FRAMES,
     )
     .await;
-    let r = forwarder.lnd.get().unwrap();
-    let (rn, an) = (r.nid(), a.nid());
-    let numbered = |i: u32| put_numbered(i, 0, an, rn);
-    // The first frame sets every connection up.
-    a.lnd.send(numbered(FRAMES)).await.unwrap();
-    assert!(matches!(
-        next_unbounded(&mut msgs).await.header.msg,
-        lnet::Message::Put { offset, .. } if offset == FRAMES
-    ));
-    assert_eq!(a.completion().await.status, HealthStatus::Ok);
-    wait_conns(&a.lnd, rn, 3).await;
-    wait_conns(r, b.nid(), 3).await;
-
-    forwarder.hold.store(true, Ordering::SeqCst);
-    let before = r.stats().writes;
-    for i in 0..FRAMES {
-        a.lnd.send(numbered(i)).await.unwrap();
-    }
-    // Every frame is in the kernel's hands (A's sends complete once written).
-    for _ in 0..FRAMES {
-        assert_eq!(a.completion().await.status, HealthStatus::Ok);
-    }
-    forwarder.gate.add_permits(1);
-    for i in 0..FRAMES {
-        let m = next_unbounded(&mut msgs).await;
-        let lnet::Message::Put { offset, .. } = m.header.msg else {
-            panic!("not a PUT");
-        };
-        assert_eq!(offset, i, "frames out of order");
-        assert!(m.payload.is_empty(), "frame {i} has a payload");
-    }
-    let writes = r.stats().writes;
     // Written every 24 frames of a read, at most 24 wait at a time: 8 on the
     // connection, the rest in the peer's queue of 64. Written only once a read, a read's
     // frames fill that queue: the reader waits for room, what it forwarded goes to the
@@ -432,7 +404,6 @@ async fn a_read_of_many_frames_is_written_in_rounds_while_it_is_taken() {
     );
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(msgs.try_recv().is_err());
-    a.lnd.stop().await;
     b.stop().await;
 }
 
@@ -458,28 +429,9 @@ impl CreditedForwarder {
             .is_ok()
     }
 
-    /// Hands `msg`, which holds a credit, on at once if the LND takes it without
-    /// waiting, else the wait that hands it on.
+    /// Hands `msg`, which holds a credit, on.
     fn send(&self, msg: RxMessage) -> Taken<'_> {
-        let Some(lnd) = self.lnd.get() else {
-            return Taken::Now;
-        };
-        let lnet::Message::Put { offset, .. } = msg.header.msg else {
-            return Taken::Now;
-        };
-        let tx = TxRequest {
-            id: TxId(u64::from(offset)),
-            peer: self.next,
-            header: msg.header,
-            payload: msg.payload,
-        };
-        match lnd.try_send(tx) {
-            Ok(()) => Taken::Now,
-            Err(TryRefused::WouldWait(tx)) => {
-                Taken::Later(Box::pin(async move { lnd.send(*tx).await.is_ok() }))
-            }
-            Err(e) => panic!("send refused: {e:?}"),
-        }
+        forward_whole(&self.lnd, self.next, msg)
     }
 }
 
@@ -498,11 +450,7 @@ impl LndHandler for CreditedForwarder {
                 if let Ok(p) = self.gate.acquire().await {
                     p.forget();
                 }
-                match self.on_whole_now(msg) {
-                    Taken::Later(later) => later.await,
-                    Taken::Now => true,
-                    Taken::Close => false,
-                }
+                kept(self.on_whole_now(msg)).await
             })));
         }
         if !self.take_credit() {
@@ -525,11 +473,7 @@ impl LndHandler for CreditedForwarder {
                 }
                 freed.await;
             }
-            match self.send(msg) {
-                Taken::Later(later) => later.await,
-                Taken::Now => true,
-                Taken::Close => false,
-            }
+            kept(self.send(msg)).await
         }))
     }
 
@@ -557,50 +501,17 @@ async fn a_frame_short_of_a_credit_its_reader_holds_is_taken_once_it_writes_with
         given_back: AtomicU64::new(0),
         waited: AtomicU64::new(0),
     });
-    let tune = |rcfg: &mut SockLndConfig| {
-        rcfg.peer_credits = 8;
-        rcfg.peer_queue = 64;
-    };
-    let mut a = start_forwarder(
+    let (before, writes) = held_read(
         &forwarder,
         &forwarder.lnd,
-        "127.0.0.56",
-        "127.0.0.55",
-        20019,
-        tune,
+        &forwarder.hold,
+        &forwarder.gate,
+        ["127.0.0.55", "127.0.0.56"],
+        b.nid(),
+        &mut msgs,
+        FRAMES,
     )
     .await;
-    let r = forwarder.lnd.get().unwrap();
-    let (rn, an) = (r.nid(), a.nid());
-    let numbered = |i: u32| put_numbered(i, 0, an, rn);
-    // The first frame sets every connection up.
-    a.lnd.send(numbered(FRAMES)).await.unwrap();
-    assert!(matches!(
-        next_unbounded(&mut msgs).await.header.msg,
-        lnet::Message::Put { offset, .. } if offset == FRAMES
-    ));
-    assert_eq!(a.completion().await.status, HealthStatus::Ok);
-    wait_conns(&a.lnd, rn, 3).await;
-    wait_conns(r, b.nid(), 3).await;
-
-    // The reader is held on the first frame until all are in its socket.
-    forwarder.hold.store(true, Ordering::SeqCst);
-    let before = r.stats().writes;
-    for i in 0..FRAMES {
-        a.lnd.send(numbered(i)).await.unwrap();
-    }
-    for _ in 0..FRAMES {
-        assert_eq!(a.completion().await.status, HealthStatus::Ok);
-    }
-    forwarder.gate.add_permits(1);
-    for i in 0..FRAMES {
-        let m = next_unbounded(&mut msgs).await;
-        let lnet::Message::Put { offset, .. } = m.header.msg else {
-            panic!("not a PUT");
-        };
-        assert_eq!(offset, i, "frames out of order");
-    }
-    let writes = r.stats().writes;
     assert!(
         forwarder.given_back.load(Ordering::SeqCst) > 0,
         "no frame was short of a credit: {before:?} then {writes:?}"
@@ -614,8 +525,75 @@ async fn a_frame_short_of_a_credit_its_reader_holds_is_taken_once_it_writes_with
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(msgs.try_recv().is_err());
     assert_eq!(forwarder.credits.load(Ordering::SeqCst), 8);
-    a.lnd.stop().await;
     b.stop().await;
+}
+
+/// Whether a message that came whole was kept, once what `taken` waits for is over.
+async fn kept(taken: Taken<'_>) -> bool {
+    match taken {
+        Taken::Later(later) => later.await,
+        Taken::Now => true,
+        Taken::Close => false,
+    }
+}
+
+/// Sends `frames` frames with no payload from a node at `ips[0]` through `handler`'s NI
+/// at `ips[1]` (peer credits 8, a peer queue of 64) to the sink `sink`, whose messages
+/// come on `msgs`: the forwarder's reader is held on the first (`hold`, until `gate`
+/// gives a permit) until all the others are in its socket, so each of its next reads
+/// brings as many frames as it reads at once (16 KiB: over a hundred). Every frame
+/// arrives, in order, with no payload. The forwarder's write counts before and after;
+/// the sending node is stopped.
+#[allow(clippy::too_many_arguments)]
+async fn held_read<H: LndHandler>(
+    handler: &Arc<H>,
+    cell: &OnceLock<SockLnd<H>>,
+    hold: &AtomicBool,
+    gate: &Semaphore,
+    ips: [&str; 2],
+    sink: Nid,
+    msgs: &mut mpsc::UnboundedReceiver<RxMessage>,
+    frames: u32,
+) -> (WriteCounts, WriteCounts) {
+    let tune = |rcfg: &mut SockLndConfig| {
+        rcfg.peer_credits = 8;
+        rcfg.peer_queue = 64;
+    };
+    let mut a = start_forwarder(handler, cell, ips[1], ips[0], 20019, tune).await;
+    let r = cell.get().unwrap();
+    let (rn, an) = (r.nid(), a.nid());
+    let numbered = |i: u32| put_numbered(i, 0, an, rn);
+    // The first frame sets every connection up.
+    a.lnd.send(numbered(frames)).await.unwrap();
+    assert!(matches!(
+        next_unbounded(msgs).await.header.msg,
+        lnet::Message::Put { offset, .. } if offset == frames
+    ));
+    assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    wait_conns(&a.lnd, rn, 3).await;
+    wait_conns(r, sink, 3).await;
+
+    hold.store(true, Ordering::SeqCst);
+    let before = r.stats().writes;
+    for i in 0..frames {
+        a.lnd.send(numbered(i)).await.unwrap();
+    }
+    // Every frame is in the kernel's hands (A's sends complete once written).
+    for _ in 0..frames {
+        assert_eq!(a.completion().await.status, HealthStatus::Ok);
+    }
+    gate.add_permits(1);
+    for i in 0..frames {
+        let m = next_unbounded(msgs).await;
+        let lnet::Message::Put { offset, .. } = m.header.msg else {
+            panic!("not a PUT");
+        };
+        assert_eq!(offset, i, "frames out of order");
+        assert!(m.payload.is_empty(), "frame {i} has a payload");
+    }
+    let writes = r.stats().writes;
+    a.lnd.stop().await;
+    (before, writes)
 }
 
 /// Starts `handler`'s NI at `r_ip` (its config changed by `tune`) and hands it to the
