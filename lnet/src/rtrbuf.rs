@@ -409,7 +409,6 @@ impl<P: Clone + Eq + Hash, T> RouterBuffers<P, T> {
     }
 }
 
-/// The pool of `kind` among `pools` (tiny, small, large).
 /// The router-buffer credits of `peer`, given `credits` when it first sends.
 fn peer_state<'a, P: Clone + Eq + Hash, T>(
     peers: &'a mut FxHashMap<P, PeerState<T>>,
@@ -430,6 +429,7 @@ fn peer_state<'a, P: Clone + Eq + Hash, T>(
     })
 }
 
+/// The pool of `kind` among `pools` (tiny, small, large).
 fn pool_in<P, T>(pools: &mut [Pool<P, T>; 3], kind: PoolKind) -> &mut Pool<P, T> {
     let [t, s, l] = pools;
     match kind.index() {
