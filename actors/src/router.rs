@@ -108,6 +108,14 @@ fn buffer_size(pool: PoolKind) -> Option<(usize, usize)> {
 }
 
 impl CptPools {
+    /// The router-buffer credits a peer NI gets: its net's, else the pools' default.
+    fn credits_of(&self, peer: &Nid) -> u32 {
+        match self.net_credits.get(&peer.net) {
+            Some(c) => *c,
+            None => self.default_peer_credits(),
+        }
+    }
+
     /// The memory of a buffer of `pool` given back earlier, if one is kept.
     fn spare(&mut self, pool: PoolKind) -> Option<BytesMut> {
         let (_, i) = buffer_size(pool)?;
@@ -262,10 +270,7 @@ impl RouterPools {
         let Some(mut b) = self.lock(cpt) else {
             return Reservation::Refused(BufferError::TooLarge { len });
         };
-        let credits = match b.net_credits.get(&peer.net) {
-            Some(c) => *c,
-            None => b.default_peer_credits(),
-        };
+        let credits = b.credits_of(&peer);
         // The answer's channel only for a reservation that waits.
         let mut answer = None;
         let requested = b.request_with_credits(peer, credits, len, || {
@@ -298,10 +303,7 @@ impl RouterPools {
         let Some(mut b) = self.lock(cpt) else {
             return Some(Err(BufferError::TooLarge { len }));
         };
-        let credits = match b.net_credits.get(&peer.net) {
-            Some(c) => *c,
-            None => b.default_peer_credits(),
-        };
+        let credits = b.credits_of(&peer);
         match b.request_now_with_credits(peer, credits, len, || oneshot::channel().0)? {
             Requested::Granted(grant) => Some(Ok(self.granted(b, cpt, None, grant))),
             Requested::Refused(_, e) => Some(Err(e)),
