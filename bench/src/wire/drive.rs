@@ -15,6 +15,7 @@ use super::endpoint::{Endpoint, Role};
 use super::frames::{
     ack_cookie, ack_head, answer_ping, answer_put, put_head, set_put_cookie, Found, FRAME_HEAD,
 };
+use super::usage::current_tid;
 use crate::BenchError;
 
 /// Answers an LNet ping (the router may ping its peers); counts anything else.
@@ -81,6 +82,8 @@ pub struct SinkTotals {
 #[derive(Debug)]
 pub struct Sink {
     stop: Arc<AtomicBool>,
+    /// Its thread's id.
+    tid: u32,
     thread: Option<JoinHandle<Result<SinkTotals, BenchError>>>,
 }
 
@@ -97,9 +100,11 @@ impl Sink {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let (tid_tx, tid_rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
             .name(format!("sink-{}", me.nid))
             .spawn(move || {
+                let _ = tid_tx.send(current_tid());
                 while !flag.load(Ordering::Relaxed) {
                     ep.turn(50, &mut role, &[])?;
                 }
@@ -113,10 +118,21 @@ impl Sink {
                 what: "start a sink thread".into(),
                 source,
             })?;
-        Ok(Sink {
+        let mut sink = Sink {
             stop,
+            tid: 0,
             thread: Some(thread),
-        })
+        };
+        // Dropped on error, which stops the thread.
+        sink.tid = tid_rx
+            .recv()
+            .map_err(|_| BenchError::Setup("the sink thread ended as it started".into()))??;
+        Ok(sink)
+    }
+
+    /// Its thread's id.
+    pub fn tid(&self) -> u32 {
+        self.tid
     }
 
     /// Stops the sink and returns its totals (or the error that stopped it before).

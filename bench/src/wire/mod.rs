@@ -16,8 +16,9 @@
 //! the one relay is re-pinned in place between measurements. For each repeat, each measurement in
 //! turn (the order rotating between repeats): the 0-byte PUT+ACK rate, 1 MiB bulk
 //! throughput, and the round trip of one PUT+ACK at a time (p50/p99); with the CPU time
-//! (utime+stime from /proc/PID/stat) the relay or router process spent per PUT+ACK.
-//! Medians over the repeats; ratios router/relay and router/direct within each repeat.
+//! (utime+stime from /proc/PID/stat) the relay or router process spent per PUT+ACK, and
+//! where the rest of the machine's CPUs went ([`usage`]: the end nodes' own threads, and
+//! the CPUs busy). Medians over the repeats; ratios router/relay and router/direct within each repeat.
 //! Nothing is asserted.
 
 pub mod child;
@@ -27,6 +28,7 @@ pub mod frames;
 pub mod hostile;
 pub mod relay;
 pub mod sys;
+pub mod usage;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -116,6 +118,16 @@ pub struct Sample {
     pub cpu_us_per_msg: Option<f64>,
     /// CPU time of the relay/router process per 1 MiB PUT+ACK, microseconds.
     pub cpu_us_per_bulk_put: Option<f64>,
+    /// CPU time of the end nodes' two threads (the source's and the sink's) per 0-byte
+    /// PUT+ACK, microseconds.
+    pub ends_cpu_us_per_put_ack: Option<f64>,
+    /// The same per 1 MiB PUT+ACK.
+    pub ends_cpu_us_per_bulk_put: Option<f64>,
+    /// How many of the machine's CPUs were busy, on average, during the rate phase
+    /// (everything on the machine: the end nodes, the relay or router, the rest).
+    pub busy_cpus_rate: Option<f64>,
+    /// The same during the bulk phase.
+    pub busy_cpus_bulk: Option<f64>,
 }
 
 /// One path's samples and their medians.
@@ -417,18 +429,47 @@ fn hostile_targets(args: &WireArgs, index: usize) -> Result<Targets, BenchError>
 /// subscribed and the handshake slots held.
 const HOSTILE_WARMUP: Duration = Duration::from_secs(2);
 
-/// Runs one load on a path, with the process's CPU time around it.
-fn phase(
-    path: &mut Path,
-    load: Load,
-    timing: Timing,
-) -> Result<(Outcome, Option<CpuTime>), BenchError> {
+/// Where the CPUs went during one phase.
+#[derive(Debug, Clone, Copy, Default)]
+struct PhaseCpu {
+    /// The relay's or router's process.
+    process: Option<CpuTime>,
+    /// The source's and the sink's threads together.
+    ends: Option<CpuTime>,
+    /// The machine's busy CPUs, on average.
+    busy_cpus: Option<f64>,
+}
+
+impl Path {
+    /// CPU time so far of the source's thread (the caller's) and the sink's.
+    fn ends_cpu(&self) -> Result<Option<CpuTime>, BenchError> {
+        let Some(sink) = self.sink.as_ref().map(Sink::tid) else {
+            return Ok(None);
+        };
+        let (source, sink) = (
+            usage::thread_cpu(usage::current_tid()?)?,
+            usage::thread_cpu(sink)?,
+        );
+        Ok(Some(CpuTime {
+            user: source.user + sink.user,
+            kernel: source.kernel + sink.kernel,
+        }))
+    }
+}
+
+/// Runs one load on a path, with the CPU time of the process, of the end nodes and of
+/// the machine around it.
+fn phase(path: &mut Path, load: Load, timing: Timing) -> Result<(Outcome, PhaseCpu), BenchError> {
     let before = path
         .process
         .as_ref()
         .map(Process::cpu_seconds)
         .transpose()?;
+    let ends_before = path.ends_cpu()?;
+    let machine_before = usage::machine_ticks()?;
     let out = path.source.run(load, timing)?;
+    let machine_after = usage::machine_ticks()?;
+    let ends_after = path.ends_cpu()?;
     path.source_pings += out.pings;
     path.source_unexpected += out.unexpected;
     let after = path
@@ -439,8 +480,14 @@ fn phase(
     if let Some(p) = path.process.as_mut() {
         p.check_alive()?;
     }
-    let cpu = before.zip(after).map(|(b, a)| a.since(b));
-    Ok((out, cpu))
+    Ok((
+        out,
+        PhaseCpu {
+            process: before.zip(after).map(|(b, a)| a.since(b)),
+            ends: ends_before.zip(ends_after).map(|(b, a)| a.since(b)),
+            busy_cpus: machine_after.busy_cpus_since(machine_before),
+        },
+    ))
 }
 
 fn measure(path: &mut Path, args: &WireArgs, timing: Timing) -> Result<Sample, BenchError> {
@@ -460,16 +507,20 @@ fn measure(path: &mut Path, args: &WireArgs, timing: Timing) -> Result<Sample, B
     )?;
     let (lat, _) = phase(path, Load::Latency, timing)?;
     let per = |cpu: Option<f64>, n: u64| cpu.filter(|_| n > 0).map(|c| c * 1e6 / n as f64);
-    let cpu_us_per_put_ack = per(rate_cpu.map(CpuTime::total), rate.total);
+    let cpu_us_per_put_ack = per(rate_cpu.process.map(CpuTime::total), rate.total);
     Ok(Sample {
         rate_per_s: rate.counted as f64 / rate.seconds,
         bulk_gb_per_s: bulk.counted as f64 * f64::from(BULK_SIZE) / bulk.seconds / 1e9,
         p50_us: percentile(&lat.rtts_ns, 50.0) as f64 / 1e3,
         p99_us: percentile(&lat.rtts_ns, 99.0) as f64 / 1e3,
         cpu_us_per_put_ack,
-        cpu_kernel_us_per_put_ack: per(rate_cpu.map(|c| c.kernel), rate.total),
+        cpu_kernel_us_per_put_ack: per(rate_cpu.process.map(|c| c.kernel), rate.total),
         cpu_us_per_msg: cpu_us_per_put_ack.map(|c| c / 2.0),
-        cpu_us_per_bulk_put: per(bulk_cpu.map(CpuTime::total), bulk.total),
+        cpu_us_per_bulk_put: per(bulk_cpu.process.map(CpuTime::total), bulk.total),
+        ends_cpu_us_per_put_ack: per(rate_cpu.ends.map(CpuTime::total), rate.total),
+        ends_cpu_us_per_bulk_put: per(bulk_cpu.ends.map(CpuTime::total), bulk.total),
+        busy_cpus_rate: rate_cpu.busy_cpus,
+        busy_cpus_bulk: bulk_cpu.busy_cpus,
     })
 }
 
@@ -488,6 +539,10 @@ fn median_sample(samples: &[Sample]) -> Sample {
         cpu_kernel_us_per_put_ack: mo(|s| s.cpu_kernel_us_per_put_ack),
         cpu_us_per_msg: mo(|s| s.cpu_us_per_msg),
         cpu_us_per_bulk_put: mo(|s| s.cpu_us_per_bulk_put),
+        ends_cpu_us_per_put_ack: mo(|s| s.ends_cpu_us_per_put_ack),
+        ends_cpu_us_per_bulk_put: mo(|s| s.ends_cpu_us_per_bulk_put),
+        busy_cpus_rate: mo(|s| s.busy_cpus_rate),
+        busy_cpus_bulk: mo(|s| s.busy_cpus_bulk),
     }
 }
 
@@ -663,6 +718,10 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
                             .map_or("-".to_string(), |k| format!("{k:.2}"))
                     ))
                     .unwrap_or_default()
+                    + &s.ends_cpu_us_per_put_ack
+                        .zip(s.busy_cpus_rate)
+                        .map(|(e, b)| format!(" ends {e:.2} us/PUT+ACK busy {b:.2} CPUs"))
+                        .unwrap_or_default()
             );
             list.push(s);
         }
@@ -755,6 +814,26 @@ fn print_report(r: &WireReport) {
             opt(m.cpu_us_per_put_ack),
             opt(m.cpu_kernel_us_per_put_ack),
             opt(m.cpu_us_per_bulk_put)
+        );
+    }
+    println!(
+        "\nwhere the CPUs went: the end nodes' two threads (source and sink) per message, \
+         and the machine's busy CPUs (of {})",
+        r.cpus
+    );
+    println!(
+        "{:<10} {:>16} {:>16} {:>17} {:>16}",
+        "path", "ends us/PUT+ACK", "busy CPUs rate", "ends us/1MiB PUT", "busy CPUs bulk"
+    );
+    for p in &r.paths {
+        let m = &p.median;
+        println!(
+            "{:<10} {:>16} {:>16} {:>17} {:>16}",
+            p.name,
+            opt(m.ends_cpu_us_per_put_ack),
+            opt(m.busy_cpus_rate),
+            opt(m.ends_cpu_us_per_bulk_put),
+            opt(m.busy_cpus_bulk)
         );
     }
     println!("\nratios (median, min..max over {} repeats):", r.repeats);

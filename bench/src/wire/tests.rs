@@ -91,6 +91,40 @@ fn cpu_times_come_from_fields_14_and_15() {
     assert!(child::stat_cpu_ticks(&own).is_some());
 }
 
+#[test]
+fn the_machine_s_busy_time_is_everything_but_idle_and_iowait() {
+    let stat = "cpu  100 5 40 800 20 3 2 10 7 0\ncpu0 50 2 20 400 10 1 1 5 3 0\n\
+                cpu1 50 3 20 400 10 2 1 5 4 0\nintr 12345\nctxt 999\n";
+    let t = usage::parse_proc_stat(stat).unwrap();
+    assert_eq!((t.busy, t.total, t.cpus), (160, 980, 2));
+    let later = usage::MachineTicks {
+        busy: 160 + 150,
+        total: 980 + 200,
+        cpus: 2,
+    };
+    assert_eq!(later.busy_cpus_since(t), Some(1.5));
+    assert_eq!(t.busy_cpus_since(t), None);
+    assert_eq!(usage::parse_proc_stat("intr 1 2 3\n"), None);
+    assert_eq!(usage::parse_proc_stat("cpu 1 2 3\n"), None);
+    let own = usage::machine_ticks().unwrap();
+    assert!(own.cpus >= 1 && own.total >= own.busy);
+}
+
+#[test]
+fn the_end_nodes_threads_are_found_by_their_ids() {
+    let me = usage::current_tid().unwrap();
+    assert!(usage::thread_cpu(me).is_ok());
+    let (src, dst) = (
+        pid_at(56, 21, "tcp").unwrap(),
+        pid_at(56, 22, "tcp").unwrap(),
+    );
+    let sink = Sink::start(dst, src, 25874).unwrap();
+    let tid = sink.tid();
+    assert_ne!(tid, me);
+    assert!(usage::thread_cpu(tid).is_ok());
+    sink.stop().unwrap();
+}
+
 fn short() -> Timing {
     Timing {
         warmup: Duration::from_millis(50),
