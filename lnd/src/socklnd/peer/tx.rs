@@ -56,13 +56,31 @@ struct Link {
     inflight: VecDeque<Inflight>,
 }
 
-/// Takes send `seq` out of `inflight`: the oldest, unless sends complete out of order.
-fn take(inflight: &mut VecDeque<Inflight>, seq: u64) -> Option<Inflight> {
-    if inflight.front().is_some_and(|f| f.seq == seq) {
-        return inflight.pop_front();
+/// Settles sends `seqs` of `inflight`, in the order they were written, so most often from
+/// the front: `each` sees every one found, which is then let go where it lies (the run
+/// settled from the front is dropped together, in place, not moved out one by one).
+fn settle(inflight: &mut VecDeque<Inflight>, seqs: &[u64], mut each: impl FnMut(&Inflight)) {
+    // The first `front` sends are settled.
+    let mut front = 0;
+    for seq in seqs {
+        match inflight.get(front) {
+            Some(f) if f.seq == *seq => {
+                each(f);
+                front += 1;
+            }
+            _ => {
+                // Out of order: wherever it is after the settled run.
+                let found = inflight.iter().skip(front).position(|f| f.seq == *seq);
+                if let Some(i) = found.map(|i| i + front) {
+                    if let Some(f) = inflight.get(i) {
+                        each(f);
+                    }
+                    inflight.remove(i);
+                }
+            }
+        }
     }
-    let i = inflight.iter().position(|f| f.seq == seq)?;
-    inflight.remove(i)
+    inflight.drain(..front);
 }
 
 /// What [`PeerTx::try_send`] did with a send.
@@ -194,10 +212,7 @@ impl PeerTx {
         // A connection already closed had its sends settled when it closed.
         if let Some(i) = links.iter().position(|l| l.id == conn) {
             if let (Some(link), Some(c)) = (links.get_mut(i), cands.get_mut(i)) {
-                for seq in seqs {
-                    let Some(inf) = take(&mut link.inflight, *seq) else {
-                        continue;
-                    };
+                settle(&mut link.inflight, seqs, |inf| {
                     c.queued_bytes = c.queued_bytes.saturating_sub(inf.frame_len);
                     done.push(TxCompletion {
                         id: inf.tx.id,
@@ -206,7 +221,7 @@ impl PeerTx {
                         status: lnet::health::HealthStatus::Ok,
                         reason: None,
                     });
-                }
+                });
             }
         }
         self.dispatch(&mut st);
@@ -407,14 +422,43 @@ mod tests {
         }
     }
 
+    fn settled(q: &mut VecDeque<Inflight>, seqs: &[u64]) -> (Vec<u64>, Vec<u64>) {
+        let mut seen = Vec::new();
+        settle(q, seqs, |f| seen.push(f.seq));
+        (seen, q.iter().map(|f| f.seq).collect())
+    }
+
     #[test]
     fn sends_complete_from_the_front_or_wherever_they_are() {
-        let mut q: VecDeque<Inflight> = (1..=4).map(inflight).collect();
-        assert_eq!(take(&mut q, 1).map(|f| f.seq), Some(1));
-        assert_eq!(take(&mut q, 3).map(|f| f.seq), Some(3));
-        assert!(take(&mut q, 3).is_none());
-        assert!(take(&mut q, 9).is_none());
-        let left: Vec<u64> = q.iter().map(|f| f.seq).collect();
-        assert_eq!(left, [2, 4]);
+        let mut q: VecDeque<Inflight> = (1..=6).map(inflight).collect();
+        // Each once, unknown ones skipped.
+        assert_eq!(
+            settled(&mut q, &[1, 3, 3, 9]),
+            (vec![1, 3], vec![2, 4, 5, 6])
+        );
+        // A run from the front, then one behind it.
+        assert_eq!(settled(&mut q, &[2, 4, 6]), (vec![2, 4, 6], vec![5]));
+        // Settled already, and nothing asked.
+        assert_eq!(settled(&mut q, &[1, 2]), (vec![], vec![5]));
+        assert_eq!(settled(&mut q, &[]), (vec![], vec![5]));
+        assert_eq!(settled(&mut q, &[5]), (vec![5], vec![]));
+    }
+
+    #[test]
+    fn a_settled_send_lets_its_payload_go() {
+        let payload = Bytes::from(vec![7u8; 64]);
+        let mut q: VecDeque<Inflight> = (1..=3)
+            .map(|seq| {
+                let mut f = inflight(seq);
+                f.tx.payload = payload.clone();
+                f
+            })
+            .collect();
+        settle(&mut q, &[1, 3], |_| {});
+        // The unsettled send still holds it.
+        assert!(!payload.is_unique());
+        settle(&mut q, &[2], |_| {});
+        assert!(q.is_empty());
+        assert!(payload.is_unique());
     }
 }
