@@ -75,19 +75,23 @@ impl Process {
 
     /// CPU time of the whole process so far, seconds.
     pub fn cpu_seconds(&self) -> Result<CpuTime, BenchError> {
-        let path = format!("/proc/{}/stat", self.pid());
-        let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
-            what: format!("read {path}"),
-            source,
-        })?;
-        let (user, kernel) = stat_cpu_ticks(&text)
-            .ok_or_else(|| BenchError::Setup(format!("cannot parse {path}")))?;
-        let seconds = |ticks: u64| ticks as f64 / clock_ticks() as f64;
-        Ok(CpuTime {
-            user: seconds(user),
-            kernel: seconds(kernel),
-        })
+        stat_cpu_time(&format!("/proc/{}/stat", self.pid()))
     }
+}
+
+/// The CPU time in a /proc `stat` file (of a process, or of a thread under `task/`).
+pub fn stat_cpu_time(path: &str) -> Result<CpuTime, BenchError> {
+    let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
+        what: format!("read {path}"),
+        source,
+    })?;
+    let (user, kernel) =
+        stat_cpu_ticks(&text).ok_or_else(|| BenchError::Setup(format!("cannot parse {path}")))?;
+    let seconds = |ticks: u64| ticks as f64 / clock_ticks() as f64;
+    Ok(CpuTime {
+        user: seconds(user),
+        kernel: seconds(kernel),
+    })
 }
 
 impl Drop for Process {

@@ -3,8 +3,7 @@
 //! (`/proc/stat`). On a machine whose cores the end nodes share with the relay or the
 //! router, these say how much of the machine the load generator itself took.
 
-use super::child::{stat_cpu_ticks, CpuTime};
-use super::sys::clock_ticks;
+use super::child::{stat_cpu_time, CpuTime};
 use crate::BenchError;
 
 /// The calling thread's id, from the `/proc/thread-self` link (`PID/task/TID`).
@@ -21,18 +20,7 @@ pub fn current_tid() -> Result<u32, BenchError> {
 
 /// CPU time of thread `tid` of this process so far.
 pub fn thread_cpu(tid: u32) -> Result<CpuTime, BenchError> {
-    let path = format!("/proc/self/task/{tid}/stat");
-    let text = std::fs::read_to_string(&path).map_err(|source| BenchError::Io {
-        what: format!("read {path}"),
-        source,
-    })?;
-    let (user, kernel) =
-        stat_cpu_ticks(&text).ok_or_else(|| BenchError::Setup(format!("cannot parse {path}")))?;
-    let seconds = |ticks: u64| ticks as f64 / clock_ticks() as f64;
-    Ok(CpuTime {
-        user: seconds(user),
-        kernel: seconds(kernel),
-    })
+    stat_cpu_time(&format!("/proc/self/task/{tid}/stat"))
 }
 
 /// The machine's CPU time so far, all CPUs together, in clock ticks.
