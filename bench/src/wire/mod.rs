@@ -18,8 +18,8 @@
 //! throughput, and the round trip of one PUT+ACK at a time (p50/p99); with the CPU time
 //! (utime+stime from /proc/PID/stat) the relay or router process spent per PUT+ACK, and
 //! where the rest of the machine's CPUs went ([`usage`]: the end nodes' own threads, and
-//! the CPUs busy). Medians over the repeats; ratios router/relay and router/direct within each repeat.
-//! Nothing is asserted.
+//! the CPUs busy). Medians over the repeats; ratios router/relay and router/direct within
+//! each repeat. Nothing is asserted.
 
 pub mod child;
 pub mod drive;
