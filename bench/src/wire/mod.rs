@@ -77,6 +77,10 @@ pub struct WireArgs {
     /// router-buffer credits); default: the kernel's default, 8.
     #[arg(long)]
     pub router_peer_credits: Option<u32>,
+    /// CPTs of every router process (its `--cpu-npartitions`); default: N for router@N,
+    /// one per CPU it runs on.
+    #[arg(long)]
+    pub router_cpts: Option<usize>,
     /// CPU counts the relay and the router are pinned to, in turn (default: all, then 1).
     #[arg(long, value_delimiter = ',')]
     pub cores: Vec<usize>,
@@ -190,6 +194,8 @@ pub struct WireReport {
     pub peer_credits: usize,
     /// The router's `peer_credits` (none: the default, 8).
     pub router_peer_credits: Option<u32>,
+    /// The routers' CPTs (none: N for router@N).
+    pub router_cpts: Option<usize>,
     /// Per path.
     pub paths: Vec<PathReport>,
     /// Ratios.
@@ -365,7 +371,7 @@ fn setup_router(
         .arg("--config")
         .arg(&config)
         .arg("--cpu-npartitions")
-        .arg(cpts.to_string())
+        .arg(args.router_cpts.unwrap_or(cpts).to_string())
         .env("RUST_LOG", "warn");
     if args.hostile {
         let tokens = dir.join(format!("tokens-{index}"));
@@ -594,6 +600,9 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     if args.cores.is_empty() {
         args.cores = if ncpu > 1 { vec![ncpu, 1] } else { vec![1] };
     }
+    if args.router_cpts == Some(0) {
+        return Err(BenchError::Usage("--router-cpts must be positive".into()));
+    }
     if args.repeats == 0
         || !args.seconds.is_finite()
         || args.seconds <= 0.0
@@ -637,6 +646,9 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         args.router_peer_credits
             .map_or("8, the default".to_string(), |pc| pc.to_string())
     );
+    if let Some(n) = args.router_cpts {
+        println!("wire: every router runs {n} CPT(s) (--router-cpts), whatever its CPUs");
+    }
     let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
         what: "create a temporary directory".into(),
         source,
@@ -774,6 +786,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
         bulk_window: args.bulk_window,
         peer_credits: args.peer_credits,
         router_peer_credits: args.router_peer_credits,
+        router_cpts: args.router_cpts,
         paths: reports,
         ratios,
         pings_answered,

@@ -196,3 +196,20 @@ fn the_relay_carries_the_handshake_and_frames_both_ways() {
     }
     assert_eq!(sink.stop().unwrap().unexpected, 0);
 }
+
+/// The command line as `lnet-bench wire` parses it.
+#[derive(clap::Parser)]
+struct WireCli {
+    #[command(flatten)]
+    args: WireArgs,
+}
+
+#[test]
+fn routers_run_n_cpts_for_n_cpus_unless_told_how_many() {
+    use clap::Parser;
+    let args = |line: &[&str]| WireCli::parse_from([&["wire"], line].concat()).args;
+    assert_eq!(args(&[]).router_cpts, None);
+    assert_eq!(args(&["--router-cpts", "1"]).router_cpts, Some(1));
+    let refused = run(args(&["--router-cpts", "0"]));
+    assert!(matches!(refused, Err(BenchError::Usage(_))), "{refused:?}");
+}
