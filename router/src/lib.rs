@@ -9,6 +9,7 @@
 //! * [`link`]: the links of the NIs' interfaces, watched so that a link down is advertised;
 //! * [`startup`]: the configuration file, the store (`--data-dir`), or both;
 //! * [`run`]: the daemon itself;
+//! * [`cpts`]: its CPT threads, and how Linux schedules them;
 //! * [`api`]: its REST API, with the store's tokens and event log;
 //! * [`tcp_ni`], [`o2ib_ni`]: starting a socklnd or o2iblnd NI, at start and at run time;
 //! * [`net_control`]: NIs added and deleted on the running daemon (`net add|del`);
@@ -17,6 +18,7 @@
 
 pub mod api;
 pub mod cli;
+pub mod cpts;
 pub mod demo;
 pub mod describe;
 pub mod link;

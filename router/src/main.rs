@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use router::api::ApiSettings;
+use router::cpts::CptScheduling;
 use router::plan::{HostInterfaces, PlanError};
 use router::startup::{import_tokens, startup, StartupError};
 use tracing_subscriber::EnvFilter;
@@ -52,6 +53,11 @@ enum Command {
         /// 0: one per core.
         #[arg(long, value_name = "N", default_value_t = 0)]
         cpu_npartitions: usize,
+        /// How Linux schedules the CPT threads (with 2 CPTs or more): `batch`
+        /// (`SCHED_BATCH`: a CPT thread woken by its sockets does not preempt the running
+        /// thread, and takes a longer burst when it runs) or `normal` (`SCHED_OTHER`).
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = CptScheduling::Batch)]
+        cpt_scheduling: CptScheduling,
         /// The API's certificate chain (PEM).
         #[arg(long, value_name = "FILE")]
         tls_cert: Option<std::path::PathBuf>,
@@ -114,6 +120,7 @@ fn main() -> ExitCode {
             plain_http,
             plain_http_mutations,
             cpu_npartitions,
+            cpt_scheduling,
             metrics_listen,
             metrics_exporter_labels,
         } => {
@@ -139,6 +146,7 @@ fn main() -> ExitCode {
                 tokens_file.as_deref(),
                 api,
                 cpts,
+                cpt_scheduling,
                 router::api::MetricsSettings {
                     listen: metrics_listen,
                     exporter_labels: metrics_exporter_labels,
@@ -162,6 +170,7 @@ fn run(
     tokens_file: Option<&std::path::Path>,
     api: Option<ApiSettings>,
     cpts: usize,
+    cpt_scheduling: CptScheduling,
     metrics: router::api::MetricsSettings,
 ) -> ExitCode {
     let started = match startup(config, data_dir, &HostInterfaces) {
@@ -192,6 +201,7 @@ fn run(
     }
     let mut plan = started.plan;
     plan.cpts = cpts;
+    plan.cpt_scheduling = cpt_scheduling;
     let store = started.store.map(std::sync::Arc::new);
     let system = actix::System::new();
     match system.block_on(router::run::run(plan, store, api, metrics)) {

@@ -160,6 +160,8 @@ pub struct Plan {
     /// router buffer pools are spread over, as the kernel's `cpu_npartitions`. 0 or 1:
     /// one, on the thread that starts the node.
     pub cpts: usize,
+    /// How Linux schedules the CPT threads (with 2 CPTs or more).
+    pub cpt_scheduling: crate::cpts::CptScheduling,
 }
 
 /// How an interface name becomes an IPv4 address (the host's interfaces in the daemon, a
@@ -289,6 +291,7 @@ pub fn plan(path: &str, text: &str, ifs: &dyn Interfaces) -> Result<Plan, PlanEr
         net_check,
         udsp,
         cpts: 1,
+        cpt_scheduling: crate::cpts::CptScheduling::default(),
     })
 }
 

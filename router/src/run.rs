@@ -115,28 +115,6 @@ impl Running {
     }
 }
 
-/// Starts `n` CPT threads (none for `n` < 2): their arbiters, for the node's NI and peer
-/// NI actors, and their runtimes, for the LNDs' peer and connection tasks.
-async fn start_cpts(n: usize) -> (Vec<actix::Arbiter>, Vec<tokio::runtime::Handle>) {
-    let mut arbiters = Vec::new();
-    let mut handles = Vec::new();
-    if n < 2 {
-        return (arbiters, handles);
-    }
-    for _ in 0..n {
-        let arbiter = actix::Arbiter::new();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        arbiter.spawn(async move {
-            let _ = tx.send(tokio::runtime::Handle::current());
-        });
-        if let Ok(h) = rx.await {
-            handles.push(h);
-            arbiters.push(arbiter);
-        }
-    }
-    (arbiters, handles)
-}
-
 /// Starts the node described by `plan`: its NIs, with the watch on each one's link, its
 /// peers and routes. Must be called inside a running actix system.
 pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
@@ -148,7 +126,7 @@ pub async fn start_plan(plan: &Plan) -> Result<Running, RunError> {
 async fn start_plan_with(plan: &Plan, draining: bool) -> Result<Running, RunError> {
     let numa = crate::numa::topology();
     let memory_node = crate::numa::process_node(&numa);
-    let (arbiters, runtimes) = start_cpts(plan.cpts).await;
+    let (arbiters, runtimes) = crate::cpts::start(plan.cpts, plan.cpt_scheduling).await;
     let node = Node::start(NodeConfig {
         cpts: arbiters.iter().map(actix::Arbiter::handle).collect(),
         tunables: plan.tunables.clone(),
