@@ -48,19 +48,6 @@ impl CptScheduling {
             Err(io::Error::last_os_error())
         }
     }
-
-    /// The policy of the calling thread, if it is one of these two.
-    pub fn of_this_thread() -> io::Result<Option<CptScheduling>> {
-        // SAFETY: no pointer is passed; pid 0 names the calling thread.
-        #[allow(unsafe_code)]
-        let policy = unsafe { libc::sched_getscheduler(0) };
-        if policy < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok([CptScheduling::Batch, CptScheduling::Normal]
-            .into_iter()
-            .find(|s| s.policy() == policy & !libc::SCHED_RESET_ON_FORK))
-    }
 }
 
 /// Starts `n` CPT threads (none for `n` < 2) under `scheduling`: their arbiters and their
@@ -95,11 +82,21 @@ pub(crate) async fn start(
 mod tests {
     use super::*;
 
+    /// The policy of the calling thread, if it is one of the two.
+    fn of_this_thread() -> Option<CptScheduling> {
+        // SAFETY: no pointer is passed; pid 0 names the calling thread.
+        #[allow(unsafe_code)]
+        let policy = unsafe { libc::sched_getscheduler(0) };
+        [CptScheduling::Batch, CptScheduling::Normal]
+            .into_iter()
+            .find(|s| s.policy() == policy & !libc::SCHED_RESET_ON_FORK)
+    }
+
     /// The policy each CPT thread runs under, as the thread itself reads it.
     async fn policies(handles: &[tokio::runtime::Handle]) -> Vec<Option<CptScheduling>> {
         let mut out = Vec::new();
         for h in handles {
-            let read = h.spawn(async { CptScheduling::of_this_thread().ok().flatten() });
+            let read = h.spawn(async { of_this_thread() });
             out.push(read.await.ok().flatten());
         }
         out
@@ -113,10 +110,7 @@ mod tests {
             policies(&handles).await,
             vec![Some(CptScheduling::Batch); 2]
         );
-        assert_eq!(
-            CptScheduling::of_this_thread().ok().flatten(),
-            Some(CptScheduling::Normal)
-        );
+        assert_eq!(of_this_thread(), Some(CptScheduling::Normal));
         for a in arbiters {
             a.stop();
         }
@@ -138,9 +132,6 @@ mod tests {
     async fn one_cpt_is_the_starting_thread_itself() {
         let (arbiters, handles) = start(1, CptScheduling::Batch).await;
         assert!(arbiters.is_empty() && handles.is_empty());
-        assert_eq!(
-            CptScheduling::of_this_thread().ok().flatten(),
-            Some(CptScheduling::Normal)
-        );
+        assert_eq!(of_this_thread(), Some(CptScheduling::Normal));
     }
 }
