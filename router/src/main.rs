@@ -56,7 +56,7 @@ enum Command {
         /// How Linux schedules the CPT threads (with 2 CPTs or more): `batch`
         /// (`SCHED_BATCH`: a CPT thread woken by its sockets does not preempt the running
         /// thread, and takes a longer burst when it runs) or `normal` (`SCHED_OTHER`).
-        #[arg(long, value_enum, value_name = "POLICY", default_value_t = CptScheduling::Batch)]
+        #[arg(long, value_enum, value_name = "POLICY", default_value_t = CptScheduling::default())]
         cpt_scheduling: CptScheduling,
         /// The API's certificate chain (PEM).
         #[arg(long, value_name = "FILE")]
