@@ -232,15 +232,16 @@ pub trait LndHandler: Send + Sync + 'static {
 
     /// [`LndHandler::on_whole_now`], but a message that would wait for what the LND's
     /// own sends give back once finished (a router-buffer credit held by messages it
-    /// forwarded and has not written yet) comes back (`Err`), with nothing queued for it:
-    /// the LND finishes those sends and asks again, or calls `on_whole_now`, which waits
-    /// in turn. Spares a wait (a future, a channel) for what the caller can settle in
-    /// place. The default never gives a message back.
-    // The message comes back as it went in, moved, not boxed: a box would allocate on
-    // the path this spares allocations on.
-    #[allow(clippy::result_large_err)]
-    fn try_whole_now(&self, msg: RxMessage) -> Result<Taken<'_>, RxMessage> {
-        Ok(self.on_whole_now(msg))
+    /// forwarded and has not written yet) is left where it is (`None`), with nothing
+    /// queued for it: the LND finishes those sends and asks again, or calls
+    /// `on_whole_now`, which waits in turn. Spares a wait (a future, a channel) for what
+    /// the caller can settle in place. The default never leaves a message.
+    ///
+    /// The message is lent in its slot, not moved in (and back out): the handler takes it
+    /// from there when it keeps it. `Some`: the message was taken, and whatever the
+    /// handler left in the slot is the caller's to drop. An empty slot is taken at once.
+    fn try_whole_now(&self, msg: &mut Option<RxMessage>) -> Option<Taken<'_>> {
+        Some(msg.take().map_or(Taken::Now, |msg| self.on_whole_now(msg)))
     }
 
     /// A send accepted by [`Lnd::send`] is finished.

@@ -444,9 +444,10 @@ impl LndHandler for CreditedForwarder {
         panic!("only frames with no payload are sent");
     }
 
-    fn try_whole_now(&self, msg: RxMessage) -> Result<Taken<'_>, RxMessage> {
+    fn try_whole_now(&self, slot: &mut Option<RxMessage>) -> Option<Taken<'_>> {
         if self.hold.swap(false, Ordering::SeqCst) {
-            return Ok(Taken::Later(Box::pin(async move {
+            let msg = slot.take()?;
+            return Some(Taken::Later(Box::pin(async move {
                 if let Ok(p) = self.gate.acquire().await {
                     p.forget();
                 }
@@ -455,9 +456,9 @@ impl LndHandler for CreditedForwarder {
         }
         if !self.take_credit() {
             self.given_back.fetch_add(1, Ordering::SeqCst);
-            return Err(msg);
+            return None;
         }
-        Ok(self.send(msg))
+        slot.take().map(|msg| self.send(msg))
     }
 
     fn on_whole_now(&self, msg: RxMessage) -> Taken<'_> {

@@ -142,16 +142,36 @@ impl NodeHandler {
     /// Takes a message read whole, with the router buffer it holds when it is to be
     /// forwarded: the forwarding path sends it, or the LNet actor gets it.
     fn take(&self, mut msg: RxMessage, ticket: Option<Ticket>) -> Option<Later<'_, ()>> {
-        let net = msg.ni.net;
-        let inbound = match ticket {
-            Some(t) => match self.path.forward(&mut msg, t) {
-                Forward::Sent => return None,
-                Forward::Waits(send) => return Some(self.held.wait(net, self.path.send(*send))),
-                Forward::Refused(t) => Inbound::Message(msg, Some(t)),
+        let ticket = match ticket {
+            Some(t) => match self.forward_now(&mut msg, t) {
+                Ok(later) => return later,
+                Err(t) => Some(t),
             },
-            None => Inbound::Message(msg, None),
+            None => None,
         };
-        match self.received.try_send(inbound) {
+        self.to_actor(msg, ticket)
+    }
+
+    /// The forwarding path's part of [`NodeHandler::take`], on a borrowed message: `Ok`
+    /// when it took the message (sent now, or once the wait is over), `Err` with the
+    /// router buffer when it left it as it came, for the LNet actor.
+    fn forward_now(
+        &self,
+        msg: &mut RxMessage,
+        ticket: Ticket,
+    ) -> Result<Option<Later<'_, ()>>, Ticket> {
+        match self.path.forward(msg, ticket) {
+            Forward::Sent => Ok(None),
+            Forward::Waits(send) => Ok(Some(self.held.wait(msg.ni.net, self.path.send(*send)))),
+            Forward::Refused(t) => Err(t),
+        }
+    }
+
+    /// Hands `msg` to the LNet actor, with the router buffer it holds if it is to be
+    /// forwarded.
+    fn to_actor(&self, msg: RxMessage, ticket: Option<Ticket>) -> Option<Later<'_, ()>> {
+        let net = msg.ni.net;
+        match self.received.try_send(Inbound::Message(msg, ticket)) {
             Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
             // The node is busy: this connection reads nothing until it takes the message.
             Err(mpsc::error::TrySendError::Full(inbound)) => {
@@ -234,23 +254,29 @@ impl LndHandler for NodeHandler {
     }
 
     /// A message to forward whose sending peer NI has no router-buffer credit left, or
-    /// whose pool has no buffer, comes back: the LND may write what it forwarded, which
-    /// gives them back. Only with no fault rule (a rule is applied once, by
-    /// `on_whole_now`).
-    fn try_whole_now(&self, msg: RxMessage) -> Result<Taken<'_>, RxMessage> {
+    /// whose pool has no buffer, is left in its slot: the LND may write what it
+    /// forwarded, which gives them back. Only with no fault rule (a rule is applied once,
+    /// by `on_whole_now`). One the forwarding path sends is taken where it lies.
+    fn try_whole_now(&self, slot: &mut Option<RxMessage>) -> Option<Taken<'_>> {
+        let Some(msg) = slot.as_mut() else {
+            return Some(Taken::Now);
+        };
         if !msg.payload.is_empty()
             || !self.faults.is_empty()
             || !self.to_forward(&msg.header.dest_nid)
         {
-            return Ok(self.on_whole_now(msg));
+            return slot.take().map(|msg| self.on_whole_now(msg));
         }
         let from = msg.from.nid;
         match self.path.pools.reserve_now(from, msg.header.payload_length) {
-            None => Err(msg),
-            Some(Ok((ticket, _))) => Ok(taken(self.take(msg, Some(ticket)))),
+            None => None,
+            Some(Ok((ticket, _))) => Some(taken(match self.forward_now(msg, ticket) {
+                Ok(later) => later,
+                Err(t) => slot.take().and_then(|msg| self.to_actor(msg, Some(t))),
+            })),
             Some(Err(e)) => {
                 tracing::warn!(%from, %e, "message to forward refused");
-                Ok(Taken::Close)
+                Some(Taken::Close)
             }
         }
     }

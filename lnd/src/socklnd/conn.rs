@@ -720,14 +720,13 @@ impl<H: LndHandler> Reader<H> {
                 payload,
             } => {
                 no_acks_expected(&ksock)?;
-                let msg = self.message(header, payload);
                 if let Some(cookie) = ksock.zc_request() {
                     return Ok(Some(Waits::ZcAck {
                         cookie,
-                        then: Then::Whole(Box::new(msg)),
+                        then: Then::Whole(Box::new(self.message(header, payload))),
                     }));
                 }
-                self.whole(msg)
+                self.whole(&mut Some(self.message(header, payload)))
             }
             Event::LnetHeader { ksock, header } => {
                 no_acks_expected(&ksock)?;
@@ -783,17 +782,20 @@ impl<H: LndHandler> Reader<H> {
     /// One that would wait for what the frames already forwarded hold (a router-buffer
     /// credit) waits for their writes instead: they are written, which gives it back,
     /// and the upper layer is asked again, as [`Reader::decide`] does for a wait.
-    fn whole(&self, mut msg: RxMessage) -> Result<Option<Waits<'_>>, ConnEnd> {
+    /// The message is lent to the upper layer in its slot (it is not moved at each ask).
+    fn whole(&self, msg: &mut Option<RxMessage>) -> Result<Option<Waits<'_>>, ConnEnd> {
         for _ in 0..DECIDE_ROUNDS {
-            match self.handler.try_whole_now(msg) {
-                Ok(taken) => return whole_taken(taken),
-                Err(back) => msg = back,
+            if let Some(taken) = self.handler.try_whole_now(msg) {
+                return whole_taken(taken);
             }
             if !batch::write_noted(true) {
                 break;
             }
         }
-        whole_taken(self.handler.on_whole_now(msg))
+        match msg.take() {
+            Some(msg) => whole_taken(self.handler.on_whole_now(msg)),
+            None => Ok(None),
+        }
     }
 
     /// Waits for what [`Reader::on_event_now`] left.

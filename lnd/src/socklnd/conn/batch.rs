@@ -11,7 +11,7 @@
 //!
 //! A send's completion may free the credit that the next frame read waits for, so a
 //! reader may take a connection's frames in several rounds before it reads again: while
-//! a frame's decision waits, or while a frame short of a credit is given back to it
+//! a frame's decision waits, or while a frame short of a credit is left with it
 //! (`LndHandler::try_whole_now`), ([`write_noted`] with `more`) a round stages its frames
 //! (they complete, their bytes stay with the connection's queue) or, past the
 //! bytes a connection stages, is written telling TCP that more follows (`MSG_MORE`). The
