@@ -77,7 +77,9 @@ impl<T> InFlightTable<T> {
     }
 
     /// Keeps `item` in the shard `hint` picks; its id. Gives it back only if that shard
-    /// has every one of its 2^32 slots taken.
+    /// has every one of its 2^32 slots taken. Inlined, so that the item is built where
+    /// it is kept rather than moved in.
+    #[inline]
     pub(crate) fn insert(&self, hint: u64, item: T) -> Result<TxId, T> {
         let shard = usize::try_from(hint % SHARDS as u64).unwrap_or(0);
         let Some(mut s) = self.lock(shard) else {

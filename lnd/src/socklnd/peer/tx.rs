@@ -182,14 +182,12 @@ impl PeerTx {
         let was_empty = st.queue.is_empty();
         // Nothing waits before it: straight onto a connection with room, if there is one.
         st.flush_noops(self.min_bulk);
-        let tx = if was_empty {
-            match self.place(&mut st, tx, since) {
-                None => return Pushed::Taken,
-                Some(tx) => tx,
+        if was_empty {
+            if let Some(placed) = self.place(&mut st, &tx) {
+                placed.keep(tx, since);
+                return Pushed::Taken;
             }
-        } else {
-            tx
-        };
+        }
         st.queue.push_back(Queued { tx, since });
         self.dispatch(&mut st);
         // The task times out the queue and opens connections: it hears of a queue that
@@ -258,21 +256,23 @@ impl PeerTx {
     fn dispatch(&self, st: &mut TxState) {
         st.flush_noops(self.min_bulk);
         while let Some(q) = st.queue.pop_front() {
-            if let Some(tx) = self.place(st, q.tx, q.since) {
-                st.queue.push_front(Queued { tx, since: q.since });
-                break;
+            match self.place(st, &q.tx) {
+                Some(placed) => placed.keep(q.tx, q.since),
+                None => {
+                    st.queue.push_front(q);
+                    break;
+                }
             }
         }
     }
 
-    /// Hands `tx` to the connection placement picks, if its writer has room; gives it
-    /// back (`Some`) if not.
-    fn place(&self, st: &mut TxState, tx: TxRequest, since: Instant) -> Option<TxRequest> {
+    /// Hands `tx`'s frame to the writer of the connection placement picks, if it has
+    /// room (`None` if not). The send is borrowed while it is placed: the caller moves
+    /// it once, into that connection's sends ([`Placed::keep`]).
+    fn place<'s>(&self, st: &'s mut TxState, tx: &TxRequest) -> Option<Placed<'s>> {
         let frame_len = lnet_frame_len(HeaderForm::Nid4, tx.payload.len());
         let traffic = Traffic::Lnet { frame_len };
-        let Some(i) = placement::choose(&st.cands, traffic, self.min_bulk) else {
-            return Some(tx);
-        };
+        let i = placement::choose(&st.cands, traffic, self.min_bulk)?;
         let seq = st.next_seq;
         let item = WriteItem::Lnet {
             seq,
@@ -282,22 +282,40 @@ impl PeerTx {
         // LNET frames leave room on the writer's queue for NOOPs.
         let TxState { links, cands, .. } = st;
         let (Some(link), Some(c)) = (links.get_mut(i), cands.get_mut(i)) else {
-            return Some(tx);
+            return None;
         };
         if !link.writer.push(item, NOOP_ROOM) {
-            return Some(tx);
+            return None;
         }
         st.next_seq += 1;
         st.use_clock += 1;
         c.queued_bytes += frame_len;
         c.last_used = st.use_clock;
-        link.inflight.push_back(Inflight {
+        Some(Placed {
+            sends: &mut link.inflight,
             seq,
+            frame_len,
+        })
+    }
+}
+
+/// A send whose frame a connection's writer took: it is kept with that connection's
+/// sends until written.
+struct Placed<'s> {
+    sends: &'s mut VecDeque<Inflight>,
+    seq: u64,
+    frame_len: usize,
+}
+
+impl Placed<'_> {
+    /// Keeps `tx`, the send placed, as the connection's last.
+    fn keep(self, tx: TxRequest, since: Instant) {
+        self.sends.push_back(Inflight {
+            seq: self.seq,
             tx,
             since,
-            frame_len,
+            frame_len: self.frame_len,
         });
-        None
     }
 }
 
