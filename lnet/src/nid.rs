@@ -329,8 +329,10 @@ fn parse_net_number(text: &str, number: &str) -> Result<u16, NidError> {
     })
 }
 
-/// The address part of a NID.
+/// The address part of a NID. Its tag is a word, so that the 16 bytes of a `V6` address
+/// lie word-aligned after it: a NID is copied in aligned words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u32)]
 pub enum NidAddr {
     /// A 4-byte address: an IPv4 address in host order for IP LNDs, an integer for others.
     V4(u32),
