@@ -1,7 +1,8 @@
 //! The processes `lnet-bench wire` measures (the router, the relay): started with their
-//! output to a log file, pinned to CPUs, their CPU time read from /proc, killed when
-//! dropped (also on error).
+//! output to a log file, pinned to CPUs, their CPU time and their threads' scheduling
+//! policies read from /proc, killed when dropped (also on error).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
@@ -76,6 +77,46 @@ impl Process {
     /// CPU time of the whole process so far, seconds.
     pub fn cpu_seconds(&self) -> Result<CpuTime, BenchError> {
         stat_cpu_time(&format!("/proc/{}/stat", self.pid()))
+    }
+}
+
+/// How many threads of process `pid` run under each scheduling policy ([`policy_name`]),
+/// as each thread's /proc stat says now.
+pub fn thread_policies(pid: u32) -> Result<BTreeMap<String, usize>, BenchError> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = std::fs::read_dir(&dir).map_err(|source| BenchError::Io {
+        what: format!("list {dir}"),
+        source,
+    })?;
+    let mut counts = BTreeMap::new();
+    for t in tasks.flatten() {
+        // A thread may end between the listing and the read.
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let name = stat_policy(&stat).map_or("unknown", policy_name);
+        *counts.entry(name.to_string()).or_default() += 1;
+    }
+    Ok(counts)
+}
+
+/// The scheduling policy (field 41) of a /proc/PID/stat line.
+pub fn stat_policy(stat: &str) -> Option<i32> {
+    // Counted from the last ')', as in `stat_cpu_ticks`: field 3 comes first.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(41 - 3)?.parse().ok()
+}
+
+/// The name `chrt` gives scheduling policy `policy` (`SCHED_OTHER` is "other").
+pub fn policy_name(policy: i32) -> &'static str {
+    match policy {
+        libc::SCHED_OTHER => "other",
+        libc::SCHED_FIFO => "fifo",
+        libc::SCHED_RR => "rr",
+        libc::SCHED_BATCH => "batch",
+        libc::SCHED_IDLE => "idle",
+        6 => "deadline",
+        _ => "unknown",
     }
 }
 

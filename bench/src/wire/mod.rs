@@ -30,6 +30,7 @@ pub mod relay;
 pub mod sys;
 pub mod usage;
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
@@ -141,6 +142,9 @@ pub struct PathReport {
     pub name: String,
     /// The CPUs the relay/router process was pinned to.
     pub cpus: Vec<usize>,
+    /// How many threads of the relay/router process ran under each scheduling policy
+    /// ("other", "batch", ...), read after its first measurement; none for direct.
+    pub thread_policies: Option<BTreeMap<String, usize>>,
     /// Per repeat.
     pub samples: Vec<Sample>,
     /// Medians over the repeats.
@@ -688,6 +692,7 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     }
     let mut hostile_total = args.hostile.then(HostileCounts::default);
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); slots.len()];
+    let mut policies: Vec<Option<BTreeMap<String, usize>>> = vec![None; slots.len()];
     for repeat in 0..args.repeats {
         for k in 0..slots.len() {
             let i = (k + repeat) % slots.len();
@@ -715,6 +720,9 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
             } else {
                 measure(path, &args, timing)?
             };
+            if let (Some(p), Some(kept @ None)) = (&path.process, policies.get_mut(i)) {
+                *kept = Some(child::thread_policies(p.pid())?);
+            }
             println!(
                 "wire: repeat {} {:<10} {:>10.0} PUT+ACK/s {:>6.2} GB/s p50 {:>7.1} us p99 {:>7.1} us{}",
                 repeat + 1,
@@ -753,9 +761,11 @@ pub fn run(mut args: WireArgs) -> Result<WireReport, BenchError> {
     let reports: Vec<PathReport> = slots
         .iter()
         .zip(&samples)
-        .map(|(slot, s)| PathReport {
+        .zip(policies)
+        .map(|((slot, s), thread_policies)| PathReport {
             name: slot.name.clone(),
             cpus: slot.cpus.clone(),
+            thread_policies,
             samples: s.clone(),
             median: median_sample(s),
         })
@@ -848,6 +858,13 @@ fn print_report(r: &WireReport) {
             opt(m.ends_cpu_us_per_bulk_put),
             opt(m.busy_cpus_bulk)
         );
+    }
+    println!("\nthreads of each process by scheduling policy:");
+    for p in &r.paths {
+        if let Some(t) = &p.thread_policies {
+            let by: Vec<String> = t.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            println!("{:<10} {}", p.name, by.join(", "));
+        }
     }
     println!("\nratios (median, min..max over {} repeats):", r.repeats);
     let s = |x: &Spread| format!("{:.3} ({:.3}..{:.3})", x.median, x.min, x.max);

@@ -213,3 +213,36 @@ fn routers_run_n_cpts_for_n_cpus_unless_told_how_many() {
     let refused = run(args(&["--router-cpts", "0"]));
     assert!(matches!(refused, Err(BenchError::Usage(_))), "{refused:?}");
 }
+
+#[test]
+fn a_stat_line_gives_its_scheduling_policy() {
+    // A thread's stat as Linux writes it (command name with a space and a parenthesis);
+    // field 41 is 3 (SCHED_BATCH).
+    let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194368 120 0 0 0 7 3 0 0 20 0 9 0 \
+                1000 1000000 500 18446744073709551615 1 1 0 0 0 0 0 4096 17664 0 0 0 -1 1 \
+                0 3 0 0 0 0 0";
+    assert_eq!(child::stat_policy(stat), Some(3));
+    assert_eq!(child::policy_name(3), "batch");
+    assert_eq!(child::stat_policy("4242 (x) S 1"), None);
+}
+
+#[test]
+fn the_threads_of_a_process_are_counted_by_policy() {
+    let (set, done) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let (set_tx, set_rx) = set;
+    let (done_tx, done_rx) = done;
+    let batch = std::thread::spawn(move || {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sets this thread's own policy from a valid sched_param.
+        #[allow(unsafe_code)]
+        let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+        let _ = set_tx.send(rc);
+        let _ = done_rx.recv_timeout(Duration::from_secs(10));
+    });
+    assert_eq!(set_rx.recv_timeout(Duration::from_secs(10)), Ok(0));
+    let counts = child::thread_policies(std::process::id()).unwrap();
+    let _ = done_tx.send(());
+    batch.join().unwrap();
+    assert!(counts.get("batch").is_some_and(|n| *n >= 1), "{counts:?}");
+    assert!(counts.get("other").is_some_and(|n| *n >= 1), "{counts:?}");
+}
