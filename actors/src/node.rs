@@ -51,6 +51,7 @@
 //!   ([`NodeConfig`]) and `error` ([`NodeError`]).
 
 mod config;
+mod cpt;
 mod discovery;
 mod error;
 mod fast_path;
@@ -216,7 +217,6 @@ pub struct LnetActor {
     local_recovery: Option<Addr<RecoveryActor>>,
     peer_recovery: Option<Addr<RecoveryActor>>,
     counters: BTreeMap<&'static str, u64>,
-    next_cpt: usize,
     router: Addr<RouterActor>,
     path: Arc<fast_path::ForwardPath>,
     policy: Arc<ArcSwap<RxPolicy>>,
@@ -283,21 +283,12 @@ impl LnetActor {
         self.next_id
     }
 
-    /// Starts an NI or peer NI actor on the next CPT's arbiter.
-    fn place<A>(&mut self, actor: A) -> Addr<A>
+    /// Starts the NI or peer NI actor of `nid` on the arbiter of its CPT.
+    fn place<A>(&self, nid: &Nid, actor: A) -> Addr<A>
     where
         A: Actor<Context = Context<A>> + Send,
     {
-        let n = self.config.cpts.len();
-        if n == 0 {
-            return actor.start();
-        }
-        let i = self.next_cpt % n;
-        self.next_cpt = self.next_cpt.wrapping_add(1);
-        match self.config.cpts.get(i) {
-            Some(cpt) => A::start_in_arbiter(cpt, move |_| actor),
-            None => actor.start(),
-        }
+        cpt::start_on_cpt(&self.config.cpts, nid, actor)
     }
 
     fn is_local(&self, nid: &Nid) -> bool {

@@ -27,8 +27,8 @@ pub struct NodeConfig {
     pub event_capacity: usize,
     /// Default tx credits of a peer NI.
     pub peer_credits: u32,
-    /// The CPTs: one actix arbiter each. NI and peer NI actors are spread over them
-    /// (round robin, in the order they are added); empty: all on the current arbiter.
+    /// The CPTs: one actix arbiter each. An NI or peer NI actor runs on the one of its
+    /// NID's CPT (`Nid::cpt`); empty: all on the current arbiter.
     pub cpts: Vec<ArbiterHandle>,
     /// The router checker (gateway pings) of this node as a user of routes.
     pub router_check: RouterCheck,

@@ -122,7 +122,6 @@ impl Node {
             local_recovery: None,
             peer_recovery: None,
             counters: BTreeMap::new(),
-            next_cpt: 0,
             router,
             path: Arc::clone(&path),
             policy: Arc::clone(&policy),

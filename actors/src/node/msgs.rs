@@ -113,7 +113,7 @@ impl Handler<AddNi> for LnetActor {
             self.completions.clone(),
             self.faults.clone(),
         );
-        let addr = self.place(actor);
+        let addr = self.place(&nid, actor);
         // Watch the NI's status: a flip patches the ping info in place (same seqno) and
         // is pushed to the discovered peers.
         let mut status = view.clone();

@@ -185,7 +185,7 @@ impl LnetActor {
             .map_or(self.config.peer_credits, |c| c.peer_credits);
         let (actor, view, cell) =
             PeerNiActor::new(nid, credits, self.clock, self.events.clone(), recovery);
-        let addr = self.place(actor);
+        let addr = self.place(&nid, actor);
         self.peer_nis.insert(nid, PeerNiEntry { addr, view, cell });
     }
 
