@@ -102,9 +102,13 @@ pub fn thread_policies(pid: u32) -> Result<BTreeMap<String, usize>, BenchError> 
 
 /// The scheduling policy (field 41) of a /proc/PID/stat line.
 pub fn stat_policy(stat: &str) -> Option<i32> {
-    // Counted from the last ')', as in `stat_cpu_ticks`: field 3 comes first.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    rest.split_whitespace().nth(41 - 3)?.parse().ok()
+    stat_fields(stat)?.nth(41 - 3)?.parse().ok()
+}
+
+/// The fields of a /proc/PID/stat line from field 3 (state) on. The command name (field
+/// 2) is in parentheses and may hold spaces: they are counted from the last ')'.
+fn stat_fields(stat: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    Some(stat.get(stat.rfind(')')? + 1..)?.split_whitespace())
 }
 
 /// The name `chrt` gives scheduling policy `policy` (`SCHED_OTHER` is "other").
@@ -115,7 +119,7 @@ pub fn policy_name(policy: i32) -> &'static str {
         libc::SCHED_RR => "rr",
         libc::SCHED_BATCH => "batch",
         libc::SCHED_IDLE => "idle",
-        6 => "deadline",
+        libc::SCHED_DEADLINE => "deadline",
         _ => "unknown",
     }
 }
@@ -168,10 +172,7 @@ impl CpuTime {
 
 /// utime and stime (fields 14 and 15) of a /proc/PID/stat line, in clock ticks.
 pub fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
-    // The command name (field 2) is in parentheses and may hold spaces: count from the
-    // last ')'. After it come field 3 (state) onwards.
-    let rest = stat.get(stat.rfind(')')? + 1..)?;
-    let mut fields = rest.split_whitespace().skip(11);
+    let mut fields = stat_fields(stat)?.skip(14 - 3);
     let utime: u64 = fields.next()?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
     Some((utime, stime))
